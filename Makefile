@@ -1,0 +1,102 @@
+# kopc - thin wrapper over CMake (C), Go (tools/devcluster) and, later, npm.
+#
+#   make run     the demo: build, start a devcluster, say how to use it
+#   make test    everything: unit, sanitizer, integration and e2e tests
+#   make stop    stop the demo cluster
+#   make fuzz    run every fuzz target for FUZZ_SECONDS (default 600) each
+#
+# Both install what is missing first (Debian packages through apt-get, Go
+# modules through the Go proxy). Go keeps its module and build caches in
+# their default places, so a warm machine rebuilds the devcluster in seconds.
+
+BUILD      := build
+BIN        := $(BUILD)/bin
+CMAKE_DIR  := $(BUILD)/cmake
+ASAN_DIR   := $(BUILD)/asan
+FUZZ_DIR   := $(BUILD)/fuzz
+FUZZ_SECONDS ?= 600
+RUN_DIR    := $(BUILD)/run/devcluster
+DEVCLUSTER := $(BIN)/devcluster
+KUBECTL    := $(BIN)/kubectl
+JOBS       ?= $(shell nproc)
+GO         ?= go
+GO_MIN     := 1.26
+
+# The Kubernetes version the devcluster is built from, read from its go.mod,
+# goes into the version ldflags so /version reports it.
+K8S_VERSION := $(shell awk '$$1 == "k8s.io/kubernetes" { print $$2; exit }' tools/devcluster/go.mod)
+K8S_MAJOR   := $(word 1,$(subst ., ,$(K8S_VERSION:v%=%)))
+K8S_MINOR   := $(word 2,$(subst ., ,$(K8S_VERSION:v%=%)))
+VERSION_PKGS := k8s.io/component-base/version k8s.io/client-go/pkg/version
+GO_LDFLAGS  := -s -w $(foreach p,$(VERSION_PKGS),-X $(p).gitVersion=$(K8S_VERSION) \
+	-X $(p).gitMajor=$(K8S_MAJOR) -X $(p).gitMinor=$(K8S_MINOR) -X $(p).gitTreeState=clean)
+
+.PHONY: all deps go-check devcluster build build-asan test test-unit test-e2e fuzz run stop clean help
+
+all: build devcluster
+
+help:
+	@sed -n 's/^#   //p' Makefile
+
+deps:
+	@tools/install-deps.sh
+
+go-check:
+	@command -v $(GO) >/dev/null || { echo "make: Go $(GO_MIN)+ is required (https://go.dev/dl)"; exit 1; }
+	@v=$$($(GO) env GOVERSION | sed 's/^go//'); \
+	 if [ "$$(printf '%s\n%s\n' "$(GO_MIN)" "$$v" | sort -V | head -1)" != "$(GO_MIN)" ]; then \
+	   echo "make: Go $(GO_MIN)+ is required, found $$v"; exit 1; fi
+
+# go build is a no-op when nothing changed; the cold build takes a while
+# (see docs/devcluster.md), so say so.
+devcluster: go-check
+	@mkdir -p $(BIN)
+	@[ -x $(DEVCLUSTER) ] || echo "make: building devcluster and kubectl $(K8S_VERSION) (cold: tens of minutes on 2 cores)"
+	cd tools/devcluster && $(GO) build -ldflags '$(GO_LDFLAGS)' -o ../../$(DEVCLUSTER) .
+	cd tools/devcluster && $(GO) build -ldflags '$(GO_LDFLAGS)' -o ../../$(KUBECTL) k8s.io/kubernetes/cmd/kubectl
+
+build: deps
+	cmake -S . -B $(CMAKE_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(CMAKE_DIR) -j $(JOBS)
+
+# The sanitizer build (clang, ASan + UBSan, leaks fatal) also builds the
+# libFuzzer targets; its ctest runs each for a bounded time.
+build-asan: deps
+	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
+	      -DKOP_SANITIZE=ON -DKOP_FUZZ=ON -DKOP_E2E=OFF
+	cmake --build $(ASAN_DIR) -j $(JOBS)
+
+fuzz: deps
+	cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
+	      -DKOP_SANITIZE=ON -DKOP_FUZZ=ON -DKOP_E2E=OFF -DKOP_FUZZ_SECONDS=$(FUZZ_SECONDS)
+	cmake --build $(FUZZ_DIR) -j $(JOBS)
+	ctest --test-dir $(FUZZ_DIR) -L fuzz --output-on-failure
+
+test-unit: build build-asan
+	ctest --test-dir $(CMAKE_DIR) -L unit --output-on-failure
+	@echo "make: unit tests again under ASan + UBSan"
+	ctest --test-dir $(ASAN_DIR) --output-on-failure
+
+test-e2e: build devcluster
+	ctest --test-dir $(CMAKE_DIR) -L 'integration|e2e' --output-on-failure
+
+test: deps devcluster build build-asan
+	@echo "make: sanitizer build (ASan + UBSan): unit tests and bounded fuzz runs"
+	ctest --test-dir $(ASAN_DIR) --output-on-failure
+	@echo "make: regular build: unit, integration and e2e tests"
+	ctest --test-dir $(CMAKE_DIR) --output-on-failure
+
+run: deps devcluster build
+	@$(DEVCLUSTER) status --dir $(RUN_DIR) >/dev/null 2>&1 || $(DEVCLUSTER) start --dir $(RUN_DIR) --nodes 3
+	@echo
+	@echo "The devcluster is running ($(K8S_VERSION), 3 fake nodes). Try:"
+	@echo "  export KUBECONFIG=$(CURDIR)/$(RUN_DIR)/kubeconfig"
+	@echo "  $(KUBECTL) get nodes"
+	@echo "  $(KUBECTL) create deployment web --image=nginx --replicas=3 && $(KUBECTL) get pods -w"
+	@echo "Stop it with: make stop"
+
+stop:
+	@[ ! -x $(DEVCLUSTER) ] || $(DEVCLUSTER) stop --dir $(RUN_DIR)
+
+clean: stop
+	rm -rf $(BUILD)

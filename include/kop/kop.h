@@ -1,0 +1,13 @@
+/*
+ * kop/kop.h - libkop, a Kubernetes operator runtime in C.
+ *
+ * Include this one header to get every module. Each module also has a
+ * header of its own under kop/, for code that wants only part of it.
+ */
+#ifndef KOP_KOP_H
+#define KOP_KOP_H
+
+#include "kop/common.h"
+#include "kop/err.h"
+
+#endif /* KOP_KOP_H */

@@ -1,0 +1,32 @@
+/*
+ * kop_internal.h - helpers shared by libkop's modules; not installed.
+ *
+ * KOP_ASSERT states an invariant: checked in debug builds (KOP_DEBUG), where
+ * a violation aborts with the location; compiled out in release builds.
+ */
+#ifndef KOP_INTERNAL_H
+#define KOP_INTERNAL_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kop/err.h"
+
+#ifdef KOP_DEBUG
+#define KOP_ASSERT(cond)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: %s: assertion failed: %s\n", __FILE__, __LINE__, __func__,    \
+                    #cond);                                                                        \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+#else
+#define KOP_ASSERT(cond) ((void)0)
+#endif
+
+#define KOP_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+
+#endif /* KOP_INTERNAL_H */

@@ -1,0 +1,122 @@
+// Command devcluster runs a real Kubernetes control plane on loopback for
+// kopc's tests, benchmarks and demo.
+//
+// It is one binary built from the official Kubernetes Go modules: embedded
+// etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK's
+// node and pod controllers, all in one process. KWOK turns Node objects into
+// fake nodes that report Ready and moves pods scheduled on them to Running,
+// so Deployments, Services and namespaces behave as on a real cluster while
+// no container ever runs.
+//
+// Usage:
+//
+//	devcluster start --dir DIR [--nodes N] [--port P]   start in the background, return when ready
+//	devcluster run   --dir DIR [--nodes N] [--port P]   run in the foreground until SIGINT/SIGTERM
+//	devcluster stop  --dir DIR                           stop a cluster started on DIR
+//	devcluster status --dir DIR                          exit 0 when a cluster runs on DIR
+//
+// Everything lives in DIR: the CA and certificates, etcd's data, the admin
+// kubeconfig, the log, the pid file. Stopping and starting on the same DIR
+// keeps every object.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// options are the command-line settings shared by every subcommand.
+type options struct {
+	dir   string // state directory, absolute
+	nodes int    // fake nodes to keep registered
+	port  int    // apiserver port; 0 means the one DIR remembers, or a free one
+	// compaction is how often the apiserver compacts etcd's history, which
+	// decides how old a resourceVersion may be before a watch gets 410 Gone.
+	compaction time.Duration
+	// apiserverArgs are extra kube-apiserver flags, applied after ours.
+	apiserverArgs []string
+}
+
+func usage() {
+	fmt.Fprintf(os.Stderr, `usage: devcluster COMMAND --dir DIR [flags]
+
+commands:
+  start    start a cluster in the background and return once it is ready
+  run      run a cluster in the foreground until interrupted
+  stop     stop the cluster running on DIR
+  status   exit 0 if a cluster runs on DIR, 1 otherwise
+
+flags:
+  --dir DIR     state directory (certificates, etcd data, kubeconfig, log)
+  --nodes N     number of fake KWOK nodes (default 1)
+  --port P      apiserver port on 127.0.0.1 (default: the one DIR used before, else a free one)
+  --compaction-interval D
+                how often etcd history is compacted (default 5m, as kube-apiserver);
+                tests shorten it to see resourceVersions expire (410 Gone)
+  --apiserver-arg=--FLAG=VALUE
+                an extra kube-apiserver flag (repeatable), applied after devcluster's own
+`)
+}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" {
+		usage()
+		os.Exit(2)
+	}
+	cmd := os.Args[1]
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	var o options
+	fs.StringVar(&o.dir, "dir", "", "state directory")
+	fs.IntVar(&o.nodes, "nodes", 1, "number of fake nodes")
+	fs.IntVar(&o.port, "port", 0, "apiserver port")
+	fs.DurationVar(&o.compaction, "compaction-interval", 5*time.Minute, "etcd compaction interval")
+	fs.Func("apiserver-arg", "extra kube-apiserver flag", func(v string) error {
+		if !strings.HasPrefix(v, "--") {
+			return fmt.Errorf("%q: give the flag as --name=value", v)
+		}
+		o.apiserverArgs = append(o.apiserverArgs, v)
+		return nil
+	})
+	if err := fs.Parse(os.Args[2:]); err != nil {
+		os.Exit(2)
+	}
+	if o.dir == "" || fs.NArg() != 0 {
+		usage()
+		os.Exit(2)
+	}
+	if o.nodes < 0 || o.nodes > 1000 || o.port < 0 || o.port > 65535 || o.compaction < time.Second {
+		fmt.Fprintln(os.Stderr, "devcluster: --nodes must be 0..1000, --port 0..65535, --compaction-interval at least 1s")
+		os.Exit(2)
+	}
+	abs, err := filepath.Abs(o.dir)
+	if err != nil {
+		fatal(err)
+	}
+	o.dir = abs
+
+	switch cmd {
+	case "start":
+		err = start(o)
+	case "run":
+		err = run(o, nil)
+	case "stop":
+		err = stop(o)
+	case "status":
+		err = status(o)
+	default:
+		usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fatal(err)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintf(os.Stderr, "devcluster: %v\n", err)
+	os.Exit(1)
+}

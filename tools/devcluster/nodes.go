@@ -1,0 +1,194 @@
+// nodes.go: fake nodes. KWOK's controllers play the kubelet for every Node
+// object: they mark nodes Ready, renew their leases (without heartbeats the
+// node lifecycle controller would taint them unreachable) and move pods
+// bound to them to Running and Ready, or through deletion. The devcluster
+// registers the Node objects itself, as kwokctl does.
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	nodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
+	nodeheartbeat "sigs.k8s.io/kwok/kustomize/stage/node/heartbeat-with-lease"
+	podfast "sigs.k8s.io/kwok/kustomize/stage/pod/fast"
+	"sigs.k8s.io/kwok/pkg/apis/internalversion"
+	"sigs.k8s.io/kwok/pkg/config"
+	"sigs.k8s.io/kwok/pkg/kwok/controllers"
+	"sigs.k8s.io/kwok/pkg/utils/client"
+)
+
+func nodeName(i int) string { return fmt.Sprintf("kwok-node-%d", i) }
+
+// kwokStages are the lifecycles KWOK plays: nodes come up at once and renew
+// a lease; pods become ready at once, complete when their containers would,
+// and go away when deleted.
+func kwokStages() (map[internalversion.StageResourceRef][]*internalversion.Stage, error) {
+	groups := map[internalversion.StageResourceRef][]*internalversion.Stage{}
+	for _, raw := range []string{
+		nodefast.DefaultNodeInit,
+		nodeheartbeat.DefaultNodeHeartbeatWithLease,
+		podfast.DefaultPodReady,
+		podfast.DefaultPodComplete,
+		podfast.DefaultPodDelete,
+	} {
+		stage, err := config.UnmarshalWithType[*internalversion.Stage](raw)
+		if err != nil {
+			return nil, err
+		}
+		ref := stage.Spec.ResourceRef
+		groups[ref] = append(groups[ref], stage)
+	}
+	return groups, nil
+}
+
+func startKWOK(ctx context.Context, p pki) (component, error) {
+	stages, err := kwokStages()
+	if err != nil {
+		return component{}, fmt.Errorf("kwok stages: %w", err)
+	}
+	cs, err := client.NewClientset("", p.path("kwok.kubeconfig"))
+	if err != nil {
+		return component{}, err
+	}
+	restConfig, err := cs.ToRESTConfig()
+	if err != nil {
+		return component{}, err
+	}
+	restConfig.QPS, restConfig.Burst = 500, 1000
+	dynamicClient, err := cs.ToDynamicClient()
+	if err != nil {
+		return component{}, err
+	}
+	restMapper, err := cs.ToRESTMapper()
+	if err != nil {
+		return component{}, err
+	}
+	restClient, err := rest.RESTClientFor(restConfig)
+	if err != nil {
+		return component{}, err
+	}
+	typedClient, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return component{}, err
+	}
+	id, err := controllers.Identity()
+	if err != nil {
+		return component{}, err
+	}
+	ctr, err := controllers.NewController(controllers.Config{
+		Clock:                      clock.RealClock{},
+		DynamicClient:              dynamicClient,
+		RESTClient:                 restClient,
+		RESTMapper:                 restMapper,
+		ImpersonatingDynamicClient: cs.ToImpersonatingDynamicClient(),
+		ImpersonatingTypedClient:   cs.ToImpersonatingTypedClient(),
+		TypedClient:                typedClient,
+		ManageAllNodes:             true,
+		CIDR:                       "10.244.0.0/16",
+		NodeIP:                     "127.0.0.1",
+		LocalStages:                stages,
+		PodPlayStageParallelism:    8,
+		NodePlayStageParallelism:   4,
+		NodeLeaseParallelism:       4,
+		NodeLeaseDurationSeconds:   40,
+		PodsOnNodeSyncParallelism:  4,
+		ID:                         id,
+	})
+	if err != nil {
+		return component{}, fmt.Errorf("kwok: %w", err)
+	}
+	if err := ctr.Start(ctx); err != nil {
+		return component{}, fmt.Errorf("kwok: %w", err)
+	}
+	return goComponent("kwok", func() error { <-ctx.Done(); return nil }), nil
+}
+
+// ensureNodes registers nodes kwok-node-0..n-1; existing ones are kept.
+func ensureNodes(ctx context.Context, c *kubernetes.Clientset, n int) error {
+	for i := 0; i < n; i++ {
+		name := nodeName(i)
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Labels: map[string]string{
+				"kubernetes.io/hostname": name,
+				"kubernetes.io/os":       "linux",
+				"kubernetes.io/arch":     "amd64",
+				"type":                   "kwok",
+			},
+			Annotations: map[string]string{
+				"kwok.x-k8s.io/node":         "fake",
+				"node.alpha.kubernetes.io/ttl": "0",
+			},
+		}}
+		_, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create node %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// waitClusterReady waits until n nodes are Ready and the default namespace
+// has its service account, so that the first pod a user creates can run.
+func waitClusterReady(ctx context.Context, c *kubernetes.Clientset, n int, comps []component) error {
+	deadline := time.Now().Add(3 * time.Minute)
+	why := "starting"
+	for time.Now().Before(deadline) {
+		for _, comp := range comps {
+			select {
+			case err := <-comp.done:
+				comp.done <- err
+				if err == nil {
+					err = fmt.Errorf("%s exited during start-up", comp.name)
+				}
+				return err
+			default:
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("interrupted during start-up")
+		case <-time.After(250 * time.Millisecond):
+		}
+		ready, err := readyNodes(ctx, c)
+		if err != nil {
+			why = err.Error()
+			continue
+		}
+		if ready < n {
+			why = fmt.Sprintf("%d of %d nodes Ready", ready, n)
+			continue
+		}
+		if _, err := c.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			why = "default service account: " + err.Error()
+			continue
+		}
+		return nil
+	}
+	return fmt.Errorf("cluster not ready after 3m: %s", why)
+}
+
+func readyNodes(ctx context.Context, c *kubernetes.Clientset) (int, error) {
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	ready := 0
+	for _, node := range nodes.Items {
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				ready++
+			}
+		}
+	}
+	return ready, nil
+}

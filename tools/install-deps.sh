@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# install-deps.sh — install the Debian packages kopc builds and tests with,
+# but only those that are missing, and say what it does. Called by `make`.
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev llvm
+      libcurl4-openssl-dev libjansson-dev libfyaml-dev libmicrohttpd-dev libssl-dev
+      libcmocka-dev valgrind curl ca-certificates openssl)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all Debian packages present"
+  exit 0
+fi
+echo "install-deps: installing missing Debian packages: ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
