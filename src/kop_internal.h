@@ -8,6 +8,7 @@
 #define KOP_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -28,5 +29,10 @@
 
 #define KOP_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/*
+ * kop__random returns a pseudo-random 64-bit value from a per-thread
+ * xorshift generator: for jitter and backoff, never for secrets.
+ */
+uint64_t kop__random(void);
 
 #endif /* KOP_INTERNAL_H */

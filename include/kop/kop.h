@@ -9,5 +9,7 @@
 
 #include "kop/common.h"
 #include "kop/err.h"
+#include "kop/client.h"
+#include "kop/config.h"
 
 #endif /* KOP_KOP_H */

@@ -1,0 +1,841 @@
+/*
+ * client.c - the REST client: connections, authentication, retries, and the
+ * verbs (get, list, create, update, patch, delete).
+ *
+ * Workload: an operator's reconcilers on several threads, each issuing short
+ * requests, plus a few long-lived watches (client_stream.c). So:
+ *
+ * - Easy handles are pooled and reset between uses; curl_easy_reset keeps a
+ *   handle's live connections, so a request picks up a handle whose
+ *   connection is warm (HTTP/2 when the server offers it through ALPN)
+ *   instead of paying a handshake. One CURLSH shares the DNS cache and TLS
+ *   sessions between all handles, so even a new connection resumes its TLS
+ *   session. The connection cache itself is deliberately not shared: libcurl
+ *   does not support sharing connections between concurrent threads.
+ * - Credentials are read from the kop_config at every request, because they
+ *   rotate (token files, exec plugins); a 401 invalidates them and the
+ *   request is sent once more with fresh ones.
+ * - Safe verbs are retried on 429, 5xx and lost connections; writes only on
+ *   429, which the apiserver's priority and fairness answers before acting.
+ *   Retry-After is honoured, otherwise backoff doubles from 100 ms to 5 s,
+ *   jittered.
+ * - Every response body grows in a kop__buf capped at opts.max_body.
+ *
+ * Invariants: a kop_client's fields are immutable after kop_client_new
+ * except the pool, the limiter and the discovery cache, each under its own
+ * mutex. The library never prints; failures go to kop_status.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "client_internal.h"
+#include "client_request_internal.h"
+#include "kop/config.h"
+#include "kop_internal.h"
+
+#define POOL_MAX         32   /* idle easy handles (and their connections) kept */
+#define RETRY_BASE_MS    100
+#define RETRY_MAX_MS     5000
+#define RETRY_AFTER_MAX  30   /* seconds: a longer Retry-After is clamped */
+#define CONNECT_TIMEOUT  10000
+
+struct kop_client {
+    kop_config *cfg; /* borrowed */
+    kop_client_opts opts;
+    char *user_agent;
+
+    CURLSH *share;
+    pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+
+    pthread_mutex_t pool_lock;
+    CURL *pool[POOL_MAX];
+    int npool;
+
+    pthread_mutex_t limiter_lock; /* token bucket, when opts.qps > 0 */
+    double tokens;
+    struct timespec refilled;
+
+    kop__discovery discovery;
+};
+
+/* ---- process-wide set-up ------------------------------------------------ */
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_result;
+
+static void curl_init(void)
+{
+    curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* ---- share locking ------------------------------------------------------ */
+
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *user)
+{
+    kop_client *c = user;
+    (void)h;
+    (void)access;
+    pthread_mutex_lock(&c->share_locks[data]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *user)
+{
+    kop_client *c = user;
+    (void)h;
+    pthread_mutex_unlock(&c->share_locks[data]);
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+static void apply_defaults(kop_client_opts *o)
+{
+    if (o->timeout_ms <= 0)
+        o->timeout_ms = KOP_CLIENT_DEFAULT_TIMEOUT_MS;
+    if (o->max_body == 0)
+        o->max_body = KOP_CLIENT_DEFAULT_MAX_BODY;
+    if (o->max_watch_line == 0)
+        o->max_watch_line = KOP_CLIENT_DEFAULT_MAX_LINE;
+    if (o->max_retries == 0)
+        o->max_retries = KOP_CLIENT_DEFAULT_MAX_RETRIES;
+    else if (o->max_retries < 0)
+        o->max_retries = 0;
+    if (o->qps > 0 && o->burst <= 0)
+        o->burst = o->qps < 1 ? 1 : (int)o->qps;
+}
+
+kop_err kop_client_new(kop_config *cfg, const kop_client_opts *opts, kop_client **out,
+                       kop_status *st)
+{
+    kop_err err = KOP_OK;
+    kop_client *c = NULL;
+
+    *out = NULL;
+    if (!cfg) {
+        kop_status_setf(st, 0, NULL, "kop_client_new: no configuration");
+        return KOP_EINVAL;
+    }
+    pthread_once(&curl_once, curl_init);
+    if (curl_init_result != CURLE_OK) {
+        kop_status_setf(st, 0, NULL, "libcurl: %s", curl_easy_strerror(curl_init_result));
+        return KOP_EIO;
+    }
+    c = calloc(1, sizeof *c);
+    if (!c)
+        return KOP_ENOMEM;
+    c->cfg = cfg;
+    if (opts)
+        c->opts = *opts;
+    apply_defaults(&c->opts);
+    const char *ua = c->opts.user_agent ? c->opts.user_agent : "kopc/" KOP_VERSION_STRING " (libkop)";
+    c->user_agent = strdup(ua);
+    c->opts.user_agent = c->user_agent;
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_init(&c->share_locks[i], NULL);
+    pthread_mutex_init(&c->pool_lock, NULL);
+    pthread_mutex_init(&c->limiter_lock, NULL);
+    c->tokens = c->opts.burst;
+    clock_gettime(CLOCK_MONOTONIC, &c->refilled);
+    kop__discovery_init(&c->discovery);
+
+    c->share = curl_share_init();
+    if (!c->user_agent || !c->share) {
+        err = KOP_ENOMEM;
+        goto out;
+    }
+    curl_share_setopt(c->share, CURLSHOPT_LOCKFUNC, share_lock);
+    curl_share_setopt(c->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+    curl_share_setopt(c->share, CURLSHOPT_USERDATA, c);
+    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    *out = c;
+    c = NULL;
+out:
+    kop_client_free(c);
+    return err;
+}
+
+void kop_client_free(kop_client *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < c->npool; i++)
+        curl_easy_cleanup(c->pool[i]);
+    if (c->share)
+        curl_share_cleanup(c->share);
+    kop__discovery_fini(&c->discovery);
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_destroy(&c->share_locks[i]);
+    pthread_mutex_destroy(&c->pool_lock);
+    pthread_mutex_destroy(&c->limiter_lock);
+    free(c->user_agent);
+    free(c);
+}
+
+kop_config *kop_client_config(const kop_client *c)
+{
+    return c->cfg;
+}
+
+const kop_client_opts *kop__client_opts(const kop_client *c)
+{
+    return &c->opts;
+}
+
+kop__discovery *kop__client_discovery(kop_client *c)
+{
+    return &c->discovery;
+}
+
+/* ---- easy handle pool --------------------------------------------------- */
+
+CURL *kop__client_easy_get(kop_client *c)
+{
+    CURL *h = NULL;
+    pthread_mutex_lock(&c->pool_lock);
+    if (c->npool > 0)
+        h = c->pool[--c->npool];
+    pthread_mutex_unlock(&c->pool_lock);
+    if (h)
+        curl_easy_reset(h);
+    else
+        h = curl_easy_init();
+    return h;
+}
+
+void kop__client_easy_put(kop_client *c, CURL *h)
+{
+    if (!h)
+        return;
+    pthread_mutex_lock(&c->pool_lock);
+    if (c->npool < POOL_MAX) {
+        c->pool[c->npool++] = h;
+        h = NULL;
+    }
+    pthread_mutex_unlock(&c->pool_lock);
+    if (h)
+        curl_easy_cleanup(h);
+}
+
+/* ---- rate limiter ------------------------------------------------------- */
+
+static double elapsed_s(const struct timespec *from, const struct timespec *to)
+{
+    return (double)(to->tv_sec - from->tv_sec) + (double)(to->tv_nsec - from->tv_nsec) / 1e9;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* kop__client_throttle takes one token, sleeping until one is available. */
+void kop__client_throttle(kop_client *c)
+{
+    if (c->opts.qps <= 0)
+        return;
+    for (;;) {
+        struct timespec now;
+        long wait_ms = 0;
+        pthread_mutex_lock(&c->limiter_lock);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        c->tokens += elapsed_s(&c->refilled, &now) * c->opts.qps;
+        if (c->tokens > c->opts.burst)
+            c->tokens = c->opts.burst;
+        c->refilled = now;
+        if (c->tokens >= 1) {
+            c->tokens -= 1;
+        } else {
+            wait_ms = (long)((1 - c->tokens) / c->opts.qps * 1000) + 1;
+        }
+        pthread_mutex_unlock(&c->limiter_lock);
+        if (wait_ms == 0)
+            return;
+        sleep_ms(wait_ms);
+    }
+}
+
+/* ---- one request -------------------------------------------------------- */
+
+static size_t on_body(char *data, size_t size, size_t n, void *user)
+{
+    kop__response *resp = user;
+    size_t len = size * n;
+    kop_err err = kop__buf_append(&resp->body, data, len);
+    if (err) {
+        resp->write_err = err;
+        return 0; /* makes libcurl abort with CURLE_WRITE_ERROR */
+    }
+    return len;
+}
+
+/* on_header picks Retry-After (seconds form) out of the response headers. */
+static size_t on_header(char *data, size_t size, size_t n, void *user)
+{
+    kop__response *resp = user;
+    size_t len = size * n;
+    static const char name[] = "retry-after:";
+    if (len > sizeof name && strncasecmp(data, name, sizeof name - 1) == 0) {
+        long v = strtol(data + sizeof name - 1, NULL, 10);
+        if (v > 0)
+            resp->retry_after_s = v > RETRY_AFTER_MAX ? RETRY_AFTER_MAX : v;
+    }
+    return len;
+}
+
+/* map_curl turns a transport failure into a kop_err. */
+static kop_err map_curl(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+        return KOP_ECONNECT;
+    case CURLE_OPERATION_TIMEDOUT:
+        return KOP_ETIMEOUT;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_CRL_BADFILE:
+        return KOP_ETLS;
+    case CURLE_OUT_OF_MEMORY:
+        return KOP_ENOMEM;
+    default:
+        return KOP_EIO;
+    }
+}
+
+/*
+ * kop__client_setup sets the options every request shares on h: URL, TLS,
+ * credentials, headers, user agent, connection sharing. *headers_out is
+ * owned by the caller (curl_slist_free_all) once the transfer is over.
+ */
+kop_err kop__client_setup(kop_client *c, CURL *h, const char *url, const char *content_type,
+                          struct curl_slist **headers_out, char *errbuf, kop_status *st)
+{
+    kop_err err = KOP_OK;
+    kop_credentials cred = {0};
+    struct curl_slist *hdrs = NULL;
+    kop__buf auth;
+    kop__buf_init(&auth, 64 << 10);
+
+    *headers_out = NULL;
+    err = kop_config_credentials(c->cfg, &cred, st);
+    if (err)
+        goto out;
+
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_SHARE, c->share);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
+    curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
+
+    size_t ca_len = 0;
+    const char *ca = kop_config_ca_pem(c->cfg, &ca_len);
+    if (ca) {
+        struct curl_blob blob = {.data = (void *)ca, .len = ca_len, .flags = CURL_BLOB_COPY};
+        curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
+    }
+    if (kop_config_insecure(c->cfg)) {
+        /* Only ever because the kubeconfig says insecure-skip-tls-verify. */
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    if (cred.cert_pem && cred.key_pem) {
+        struct curl_blob cert = {.data = cred.cert_pem, .len = cred.cert_len,
+                                 .flags = CURL_BLOB_COPY};
+        struct curl_blob key = {.data = cred.key_pem, .len = cred.key_len,
+                                .flags = CURL_BLOB_COPY};
+        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+        curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
+        curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+        curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
+    }
+
+    hdrs = curl_slist_append(hdrs, "Accept: application/json");
+    if (content_type) {
+        kop__buf ct;
+        kop__buf_init(&ct, 256);
+        err = kop__buf_appendf(&ct, "Content-Type: %s", content_type);
+        if (!err && !(hdrs = curl_slist_append(hdrs, kop__buf_str(&ct))))
+            err = KOP_ENOMEM;
+        kop__buf_fini(&ct);
+        if (err)
+            goto out;
+    }
+    if (cred.token) {
+        err = kop__buf_appendf(&auth, "Authorization: Bearer %s", cred.token);
+        if (err)
+            goto out;
+        struct curl_slist *next = curl_slist_append(hdrs, kop__buf_str(&auth));
+        if (!next) {
+            err = KOP_ENOMEM;
+            goto out;
+        }
+        hdrs = next;
+    }
+    if (!hdrs) {
+        err = KOP_ENOMEM;
+        goto out;
+    }
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    *headers_out = hdrs;
+    hdrs = NULL;
+out:
+    /* The token must not linger in freed memory. */
+    if (auth.data)
+        memset(auth.data, 0, auth.len);
+    kop__buf_fini(&auth);
+    curl_slist_free_all(hdrs);
+    kop_credentials_fini(&cred);
+    return err;
+}
+
+/* perform_once sends req once; resp gets the code, body and Retry-After. */
+static kop_err perform_once(kop_client *c, const kop__request *req, kop__response *resp,
+                            kop_status *st)
+{
+    kop_err err = KOP_OK;
+    struct curl_slist *hdrs = NULL;
+    char errbuf[CURL_ERROR_SIZE] = "";
+    CURL *h = kop__client_easy_get(c);
+
+    kop__buf_reset(&resp->body);
+    resp->code = 0;
+    resp->retry_after_s = 0;
+    resp->write_err = KOP_OK;
+    if (!h)
+        return KOP_ENOMEM;
+    err = kop__client_setup(c, h, req->url, req->body ? req->content_type : NULL, &hdrs, errbuf,
+                            st);
+    if (err)
+        goto out;
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->opts.timeout_ms);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
+    if (strcmp(req->method, "GET") != 0)
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req->method);
+    if (req->body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, req->body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+    }
+
+    CURLcode rc = curl_easy_perform(h);
+    if (rc != CURLE_OK) {
+        if (rc == CURLE_WRITE_ERROR && resp->write_err) {
+            err = resp->write_err;
+            kop_status_setf(st, 0, NULL, "%s %s: response body over the %zu-byte cap",
+                            req->method, req->url, c->opts.max_body);
+        } else {
+            err = map_curl(rc);
+            kop_status_setf(st, 0, NULL, "%s %s: %s", req->method, req->url,
+                            errbuf[0] ? errbuf : curl_easy_strerror(rc));
+        }
+        goto out;
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->code);
+    if (resp->code < 200 || resp->code >= 300)
+        err = kop__status_decode((int)resp->code, resp->body.data, resp->body.len, st);
+out:
+    curl_slist_free_all(hdrs);
+    kop__client_easy_put(c, h);
+    return err;
+}
+
+/* retryable decides whether a failed attempt may be sent again. */
+static bool retryable(const kop__request *req, kop_err err, long code)
+{
+    if (code == 429)
+        return true; /* priority and fairness refused it before acting */
+    if (!req->safe)
+        return false;
+    if (code == 500 || code == 502 || code == 503 || code == 504)
+        return true;
+    return code == 0 && (err == KOP_ECONNECT || err == KOP_ETIMEOUT);
+}
+
+/* backoff_ms is the wait before retry number attempt (0-based). */
+static long backoff_ms(int attempt, long retry_after_s)
+{
+    if (retry_after_s > 0)
+        return retry_after_s * 1000;
+    long ms = RETRY_BASE_MS;
+    for (int i = 0; i < attempt && ms < RETRY_MAX_MS; i++)
+        ms *= 2;
+    if (ms > RETRY_MAX_MS)
+        ms = RETRY_MAX_MS;
+    /* +-20% jitter so that many clients do not retry in lockstep. */
+    long spread = ms / 5;
+    return ms - spread + (long)(kop__random() % (uint64_t)(2 * spread + 1));
+}
+
+kop_err kop__client_do(kop_client *c, const kop__request *req, kop__response *resp,
+                       kop_status *st)
+{
+    kop_err err = KOP_OK;
+    bool reauthed = false;
+    kop__buf_init(&resp->body, c->opts.max_body);
+    for (int attempt = 0;; attempt++) {
+        kop__client_throttle(c);
+        kop_status_clear(st);
+        err = perform_once(c, req, resp, st);
+        if (!err)
+            break;
+        if (resp->code == 401 && !reauthed) {
+            /* The token may have rotated or the plugin's credential expired. */
+            kop_config_invalidate_credentials(c->cfg);
+            reauthed = true;
+            attempt--;
+            continue;
+        }
+        if (attempt >= c->opts.max_retries || !retryable(req, err, resp->code))
+            break;
+        sleep_ms(backoff_ms(attempt, resp->retry_after_s));
+    }
+    return err;
+}
+
+/* ---- JSON in and out ---------------------------------------------------- */
+
+/* parse_body parses a response body into *out (owned). */
+static kop_err parse_body(const kop__response *resp, json_t **out, kop_status *st)
+{
+    json_error_t jerr;
+    *out = json_loadb(resp->body.data ? resp->body.data : "", resp->body.len, 0, &jerr);
+    if (!*out) {
+        kop_status_setf(st, (int)resp->code, NULL, "response is not JSON: %s (line %d)",
+                        jerr.text, jerr.line);
+        return KOP_EPARSE;
+    }
+    return KOP_OK;
+}
+
+/*
+ * call builds the URL, sends one request with an optional JSON body, and
+ * parses the answer into *out when out is not NULL.
+ */
+static kop_err call(kop_client *c, const char *method, const kop_resource *r, const char *ns,
+                    const char *name, const char *subresource, const kop__query_param *params,
+                    size_t nparams, const char *content_type, const json_t *body, json_t **out,
+                    kop_status *st)
+{
+    kop_err err = KOP_OK;
+    char *payload = NULL;
+    kop__buf url;
+    kop__response resp = {0};
+    kop__buf_init(&url, KOP__URL_MAX);
+    kop__buf_init(&resp.body, 0);
+
+    if (out)
+        *out = NULL;
+    kop_status_clear(st);
+    err = kop__url_build(&url, kop_config_server(c->cfg), r, ns, name, subresource, params,
+                         nparams, st);
+    if (err)
+        goto out;
+    if (body) {
+        payload = json_dumps(body, JSON_COMPACT);
+        if (!payload) {
+            err = KOP_ENOMEM;
+            goto out;
+        }
+    }
+    kop__request req = {
+        .method = method,
+        .url = kop__buf_str(&url),
+        .content_type = content_type,
+        .body = payload,
+        .body_len = payload ? strlen(payload) : 0,
+        .safe = strcmp(method, "GET") == 0,
+    };
+    err = kop__client_do(c, &req, &resp, st);
+    if (!err && out)
+        err = parse_body(&resp, out, st);
+out:
+    free(payload);
+    kop__buf_fini(&url);
+    kop__buf_fini(&resp.body);
+    return err;
+}
+
+/* object_field borrows obj.metadata.<field> as a string, or NULL. */
+static const char *object_field(const json_t *obj, const char *field)
+{
+    return json_string_value(json_object_get(json_object_get(obj, "metadata"), field));
+}
+
+/* write_params turns kop_write_opts into query parameters; returns the count. */
+static size_t write_params(const kop_write_opts *o, kop__query_param *p)
+{
+    size_t n = 0;
+    if (!o)
+        return 0;
+    if (o->field_manager)
+        p[n++] = (kop__query_param){"fieldManager", o->field_manager};
+    if (o->force)
+        p[n++] = (kop__query_param){"force", "true"};
+    if (o->dry_run)
+        p[n++] = (kop__query_param){"dryRun", "All"};
+    return n;
+}
+
+/* ---- verbs -------------------------------------------------------------- */
+
+kop_err kop_get_path(kop_client *c, const char *path, json_t **out, kop_status *st)
+{
+    kop_err err = KOP_OK;
+    kop__buf url;
+    kop__response resp = {0};
+    kop__buf_init(&url, KOP__URL_MAX);
+    kop__buf_init(&resp.body, 0);
+
+    *out = NULL;
+    if (!path || path[0] != '/') {
+        kop_status_setf(st, 0, NULL, "kop_get_path: path must start with '/'");
+        err = KOP_EINVAL;
+        goto out;
+    }
+    const char *server = kop_config_server(c->cfg);
+    size_t slen = strlen(server);
+    while (slen > 0 && server[slen - 1] == '/')
+        slen--;
+    err = kop__buf_append(&url, server, slen);
+    if (!err)
+        err = kop__buf_appends(&url, path);
+    if (err)
+        goto out;
+    kop__request req = {.method = "GET", .url = kop__buf_str(&url), .safe = true};
+    err = kop__client_do(c, &req, &resp, st);
+    if (err)
+        goto out;
+    json_error_t jerr;
+    *out = json_loadb(resp.body.data ? resp.body.data : "", resp.body.len, 0, &jerr);
+    if (!*out)
+        *out = json_stringn(resp.body.data ? resp.body.data : "", resp.body.len);
+    if (!*out)
+        err = KOP_ENOMEM;
+out:
+    kop__buf_fini(&url);
+    kop__buf_fini(&resp.body);
+    return err;
+}
+
+kop_err kop_get(kop_client *c, const kop_resource *r, const char *ns, const char *name,
+                json_t **out, kop_status *st)
+{
+    return call(c, "GET", r, r->namespaced ? ns : NULL, name, NULL, NULL, 0, NULL, NULL, out, st);
+}
+
+kop_err kop_list(kop_client *c, const kop_resource *r, const char *ns, const kop_list_opts *opts,
+                 json_t **out, kop_status *st)
+{
+    kop_list_opts o = opts ? *opts : (kop_list_opts){0};
+    char limit[32] = "";
+    if (o.limit > 0)
+        snprintf(limit, sizeof limit, "%ld", o.limit);
+    kop__query_param p[] = {
+        {"labelSelector", o.label_selector},
+        {"fieldSelector", o.field_selector},
+        {"limit", limit[0] ? limit : NULL},
+        {"continue", o.continue_token},
+        {"resourceVersion", o.resource_version},
+        {"resourceVersionMatch", o.resource_version_match},
+    };
+    return call(c, "GET", r, r->namespaced ? ns : NULL, NULL, NULL, p, KOP_ARRAY_LEN(p), NULL,
+                NULL, out, st);
+}
+
+kop_err kop_list_each(kop_client *c, const kop_resource *r, const char *ns,
+                      const kop_list_opts *opts, kop_list_page_fn fn, void *user,
+                      char **resource_version_out, kop_status *st)
+{
+    kop_err err = KOP_OK;
+    json_t *page = NULL;
+    char *cont = NULL;
+    kop_list_opts o = opts ? *opts : (kop_list_opts){0};
+    if (o.limit <= 0)
+        o.limit = 500;
+    if (resource_version_out)
+        *resource_version_out = NULL;
+
+    for (;;) {
+        o.continue_token = cont;
+        err = kop_list(c, r, ns, &o, &page, st);
+        if (err)
+            goto out;
+        err = fn(page, user);
+        if (err)
+            goto out;
+        const char *rv = object_field(page, "resourceVersion");
+        const char *next = object_field(page, "continue");
+        if (resource_version_out && rv) {
+            free(*resource_version_out);
+            *resource_version_out = strdup(rv);
+            if (!*resource_version_out) {
+                err = KOP_ENOMEM;
+                goto out;
+            }
+        }
+        free(cont);
+        cont = next && next[0] ? strdup(next) : NULL;
+        json_decref(page);
+        page = NULL;
+        if (!cont)
+            break;
+        /* A continue token pins the snapshot; the version must not be sent. */
+        o.resource_version = NULL;
+        o.resource_version_match = NULL;
+    }
+out:
+    if (err && resource_version_out) {
+        free(*resource_version_out);
+        *resource_version_out = NULL;
+    }
+    json_decref(page);
+    free(cont);
+    return err;
+}
+
+/* target_namespace picks the namespace of a write: ns, else the object's. */
+static const char *target_namespace(const kop_resource *r, const char *ns, const json_t *obj)
+{
+    if (!r->namespaced)
+        return NULL;
+    if (ns && ns[0])
+        return ns;
+    return object_field(obj, "namespace");
+}
+
+kop_err kop_create(kop_client *c, const kop_resource *r, const char *ns, json_t *obj,
+                   const kop_write_opts *opts, json_t **out, kop_status *st)
+{
+    kop__query_param p[3];
+    size_t n = write_params(opts, p);
+    return call(c, "POST", r, target_namespace(r, ns, obj), NULL, NULL, p, n,
+                "application/json", obj, out, st);
+}
+
+kop_err kop_update(kop_client *c, const kop_resource *r, const char *ns, json_t *obj,
+                   const kop_write_opts *opts, json_t **out, kop_status *st)
+{
+    kop__query_param p[3];
+    size_t n = write_params(opts, p);
+    const char *name = object_field(obj, "name");
+    if (!name) {
+        kop_status_setf(st, 0, NULL, "kop_update: the object has no metadata.name");
+        return KOP_EINVAL;
+    }
+    return call(c, "PUT", r, target_namespace(r, ns, obj), name, opts ? opts->subresource : NULL,
+                p, n, "application/json", obj, out, st);
+}
+
+static const char *patch_content_type(kop_patch_type type)
+{
+    switch (type) {
+    case KOP_PATCH_MERGE:
+        return "application/merge-patch+json";
+    case KOP_PATCH_JSON:
+        return "application/json-patch+json";
+    case KOP_PATCH_STRATEGIC:
+        return "application/strategic-merge-patch+json";
+    case KOP_PATCH_APPLY:
+        return "application/apply-patch+yaml"; /* JSON is YAML */
+    }
+    return NULL;
+}
+
+kop_err kop_patch(kop_client *c, const kop_resource *r, const char *ns, const char *name,
+                  kop_patch_type type, json_t *patch, const kop_write_opts *opts, json_t **out,
+                  kop_status *st)
+{
+    kop__query_param p[3];
+    size_t n = write_params(opts, p);
+    const char *ct = patch_content_type(type);
+    if (!ct || !patch) {
+        kop_status_setf(st, 0, NULL, "kop_patch: unknown patch type %d or no patch", (int)type);
+        return KOP_EINVAL;
+    }
+    if (type == KOP_PATCH_APPLY && !(opts && opts->field_manager)) {
+        kop_status_setf(st, 0, NULL, "kop_patch: server-side apply needs a field manager");
+        return KOP_EINVAL;
+    }
+    if (type == KOP_PATCH_JSON ? !json_is_array(patch) : !json_is_object(patch)) {
+        kop_status_setf(st, 0, NULL, "kop_patch: a %s patch must be a JSON %s",
+                        type == KOP_PATCH_JSON ? "JSON" : "merge/apply",
+                        type == KOP_PATCH_JSON ? "array" : "object");
+        return KOP_EINVAL;
+    }
+    return call(c, "PATCH", r, r->namespaced ? ns : NULL, name, opts ? opts->subresource : NULL,
+                p, n, ct, patch, out, st);
+}
+
+/* delete_body builds the DeleteOptions document for opts (a new reference). */
+static json_t *delete_body(const kop_delete_opts *o)
+{
+    static const char *const policies[] = {NULL, "Background", "Foreground", "Orphan"};
+    json_t *body = json_pack("{s:s, s:s}", "kind", "DeleteOptions", "apiVersion", "v1");
+    if (!body)
+        return NULL;
+    int bad = 0;
+    if (o->propagation > KOP_PROPAGATION_DEFAULT && o->propagation <= KOP_PROPAGATION_ORPHAN)
+        bad |= json_object_set_new(body, "propagationPolicy",
+                                   json_string(policies[o->propagation]));
+    if (o->precondition_uid || o->precondition_resource_version) {
+        json_t *pre = json_object();
+        if (o->precondition_uid)
+            bad |= json_object_set_new(pre, "uid", json_string(o->precondition_uid));
+        if (o->precondition_resource_version)
+            bad |= json_object_set_new(pre, "resourceVersion",
+                                       json_string(o->precondition_resource_version));
+        bad |= json_object_set_new(body, "preconditions", pre);
+    }
+    if (o->grace_period_seconds != 0)
+        bad |= json_object_set_new(body, "gracePeriodSeconds",
+                                   json_integer(o->grace_period_seconds < 0
+                                                    ? 0
+                                                    : o->grace_period_seconds));
+    if (o->dry_run)
+        bad |= json_object_set_new(body, "dryRun", json_pack("[s]", "All"));
+    if (bad) {
+        json_decref(body);
+        return NULL;
+    }
+    return body;
+}
+
+kop_err kop_delete(kop_client *c, const kop_resource *r, const char *ns, const char *name,
+                   const kop_delete_opts *opts, json_t **out, kop_status *st)
+{
+    kop_delete_opts o = opts ? *opts : (kop_delete_opts){0};
+    json_t *body = delete_body(&o);
+    if (!body)
+        return KOP_ENOMEM;
+    kop_err err = call(c, "DELETE", r, r->namespaced ? ns : NULL, name, NULL, NULL, 0,
+                       "application/json", body, out, st);
+    json_decref(body);
+    return err;
+}

@@ -1,0 +1,23 @@
+/*
+ * util.c - small helpers shared by libkop's modules (see kop_internal.h).
+ */
+#include <stdint.h>
+#include <time.h>
+
+#include "kop_internal.h"
+
+uint64_t kop__random(void)
+{
+    static _Thread_local uint64_t state;
+    if (state == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        state = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)&state;
+        if (state == 0)
+            state = 0x9e3779b97f4a7c15ULL;
+    }
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+}
