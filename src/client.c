@@ -461,6 +461,8 @@ static kop_err perform_once(kop_client *c, const kop__request *req, kop__respons
     if (resp->code < 200 || resp->code >= 300)
         err = kop__status_decode((int)resp->code, resp->body.data, resp->body.len, st);
 out:
+    if (c->opts.on_response)
+        c->opts.on_response(req->method, (int)resp->code, c->opts.on_response_user);
     curl_slist_free_all(hdrs);
     kop__client_easy_put(c, h);
     return err;

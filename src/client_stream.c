@@ -169,6 +169,9 @@ static kop_err connect_stream(kop_watch *w, long timeout_seconds, kop_status *st
         if (err)
             return err;
     }
+    const kop_client_opts *co = kop__client_opts(w->client);
+    if (co->on_response)
+        co->on_response("WATCH", (int)w->code, co->on_response_user);
     if (w->code != 200) {
         while (!w->transfer_done && (err = pump(w)) == KOP_OK)
             ;

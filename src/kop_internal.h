@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "kop/err.h"
 
@@ -34,5 +35,15 @@
  * xorshift generator: for jitter and backoff, never for secrets.
  */
 uint64_t kop__random(void);
+
+/*
+ * kop__time_after returns the time on clock (CLOCK_MONOTONIC for condition
+ * variables made with a monotonic condattr, CLOCK_REALTIME for
+ * pthread_timedjoin_np) ms milliseconds from now: a deadline.
+ */
+struct timespec kop__time_after(clockid_t clock, long ms);
+
+/* kop__mono_ns returns CLOCK_MONOTONIC in nanoseconds, for measuring durations. */
+int64_t kop__mono_ns(void);
 
 #endif /* KOP_INTERNAL_H */

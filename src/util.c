@@ -21,3 +21,25 @@ uint64_t kop__random(void)
     state ^= state << 17;
     return state;
 }
+
+struct timespec kop__time_after(clockid_t clock, long ms)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    if (ms > 0) {
+        ts.tv_sec += ms / 1000;
+        ts.tv_nsec += (ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+    }
+    return ts;
+}
+
+int64_t kop__mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}

@@ -82,6 +82,11 @@ typedef struct kop_client_opts {
     size_t max_watch_line;  /* one watch event cap; default 16 MiB */
     int max_retries;        /* retries of a retryable failure; default 5, < 0: none */
     const char *user_agent; /* default "kopc/VERSION (libkop)" */
+    /* Called after every HTTP attempt (retries included) with the method and
+     * the status code, 0 when no response arrived: the manager counts
+     * rest_client_requests_total with it. Must be quick and thread-safe. */
+    void (*on_response)(const char *method, int code, void *user);
+    void *on_response_user;
 } kop_client_opts;
 
 /*

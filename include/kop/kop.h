@@ -11,5 +11,14 @@
 #include "kop/err.h"
 #include "kop/client.h"
 #include "kop/config.h"
+#include "kop/leader.h"
+#include "kop/metrics.h"
+#include "kop/workqueue.h"
+#include "kop/informer.h"
+#include "kop/controller.h"
+#include "kop/manager.h"
+#include "kop/meta.h"
+#include "kop/log.h"
+#include "kop/events.h"
 
 #endif /* KOP_KOP_H */

@@ -109,7 +109,8 @@ running=$(k get pods -l app=web -o jsonpath='{range .items[*]}{.status.phase}/{.
 ok "3 pods Running and Ready"
 
 pod=$(k get pods -l app=web -o jsonpath='{.items[0].metadata.name}')
-k get pod "$pod" -o jsonpath='{.spec.volumes[*].projected.sources[*].serviceAccountToken.path}' | grep -q token ||
+vols=$(k get pod "$pod" -o jsonpath="{.spec.volumes[*].projected.sources[*].serviceAccountToken.path}")
+grep -q token <<<"$vols" ||
     fail "pod $pod has no projected service-account token"
 tok=$(k create token default --duration=10m)
 who=$("$KUBECTL" --server "$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')" \

@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "it_common.h"
 #include "kop/kop.h"
 
 static const kop_resource CONFIGMAPS = {"", "v1", "configmaps", "ConfigMap", true};
@@ -28,6 +29,7 @@ static const kop_resource CRDS = {"apiextensions.k8s.io", "v1", "customresourced
                                   "CustomResourceDefinition", false};
 
 static const char *cluster_dir;
+static it_env env;
 static char ns[64];
 static kop_config *cfg;
 static kop_client *client;
@@ -93,39 +95,19 @@ static void write_kubeconfig(const char *path, const char *ca_file, const char *
 static int setup(void **state)
 {
     (void)state;
-    char kubeconfig[1024];
-    kop_status st;
-    cluster_dir = getenv("KOP_DEVCLUSTER_DIR");
-    if (!cluster_dir) {
-        fprintf(stderr, "KOP_DEVCLUSTER_DIR is not set: run through ctest\n");
+    if (it_setup(&env, "kopc-it"))
         return -1;
-    }
-    path_in_cluster(kubeconfig, sizeof kubeconfig, "kubeconfig");
-    kop_err err = make_client(kubeconfig, &cfg, &client, &st);
-    if (err) {
-        fprintf(stderr, "client: %s: %s\n", kop_err_name(err), st.message);
-        return -1;
-    }
-    snprintf(ns, sizeof ns, "kopc-it-%ld-%d", (long)time(NULL) % 100000, (int)getpid());
-    json_t *obj = json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1", "kind", "Namespace",
-                            "metadata", "name", ns);
-    err = kop_create(client, &NAMESPACES, NULL, obj, NULL, NULL, &st);
-    json_decref(obj);
-    if (err) {
-        fprintf(stderr, "create namespace %s: %s: %s\n", ns, kop_err_name(err), st.message);
-        return -1;
-    }
+    cfg = env.cfg;
+    client = env.client;
+    snprintf(ns, sizeof ns, "%s", env.ns);
+    cluster_dir = env.dir;
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    kop_status st;
-    if (client && ns[0] && kop_delete(client, &NAMESPACES, NULL, ns, NULL, NULL, &st) != KOP_OK)
-        fprintf(stderr, "delete namespace %s: %s\n", ns, st.message);
-    kop_client_free(client);
-    kop_config_free(cfg);
+    it_teardown(&env);
     return 0;
 }
 

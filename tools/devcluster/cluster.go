@@ -43,11 +43,41 @@ import (
 )
 
 // state is what DIR remembers between runs (DIR/devcluster.json): the ports,
-// so that kubeconfigs stay valid and etcd's membership keeps its peer URL.
+// so that kubeconfigs stay valid and etcd's membership keeps its peer URL,
+// and the start flags, so that a later start without flags restarts the
+// same cluster.
 type state struct {
-	APIServerPort int `json:"apiserverPort"`
-	EtcdPort      int `json:"etcdPort"`
-	EtcdPeerPort  int `json:"etcdPeerPort"`
+	APIServerPort int      `json:"apiserverPort"`
+	EtcdPort      int      `json:"etcdPort"`
+	EtcdPeerPort  int      `json:"etcdPeerPort"`
+	Nodes         int      `json:"nodes"`
+	Compaction    string   `json:"compactionInterval,omitempty"`
+	APIServerArgs []string `json:"apiserverArgs,omitempty"`
+}
+
+// remembered fills the options not given on this command line from what
+// DIR remembers of the previous start.
+func remembered(o options, given map[string]bool) (options, error) {
+	data, err := os.ReadFile(statePath(o.dir))
+	if err != nil {
+		return o, nil // a new DIR
+	}
+	var s state
+	if err := json.Unmarshal(data, &s); err != nil {
+		return o, fmt.Errorf("%s: %w", statePath(o.dir), err)
+	}
+	if !given["nodes"] && s.Nodes > 0 {
+		o.nodes = s.Nodes
+	}
+	if !given["compaction-interval"] && s.Compaction != "" {
+		if d, err := time.ParseDuration(s.Compaction); err == nil {
+			o.compaction = d
+		}
+	}
+	if !given["apiserver-arg"] {
+		o.apiserverArgs = s.APIServerArgs
+	}
+	return o, nil
 }
 
 func statePath(dir string) string { return filepath.Join(dir, "devcluster.json") }
@@ -62,6 +92,7 @@ func loadState(o options) (state, error) {
 	if o.port != 0 {
 		s.APIServerPort = o.port
 	}
+	s.Nodes, s.Compaction, s.APIServerArgs = o.nodes, o.compaction.String(), o.apiserverArgs
 	for _, p := range []*int{&s.APIServerPort, &s.EtcdPort, &s.EtcdPeerPort} {
 		if *p == 0 {
 			free, err := freePort()

@@ -59,6 +59,9 @@ flags:
                 tests shorten it to see resourceVersions expire (410 Gone)
   --apiserver-arg=--FLAG=VALUE
                 an extra kube-apiserver flag (repeatable), applied after devcluster's own
+
+A start without --nodes, --compaction-interval or --apiserver-arg reuses the
+values DIR was last started with.
 `)
 }
 
@@ -97,6 +100,13 @@ func main() {
 		fatal(err)
 	}
 	o.dir = abs
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if cmd == "start" || cmd == "run" {
+		if o, err = remembered(o, given); err != nil {
+			fatal(err)
+		}
+	}
 
 	switch cmd {
 	case "start":

@@ -1,0 +1,146 @@
+/*
+ * kop/controller.h - controllers: watch a resource, reconcile each object.
+ *
+ * A controller is built on a manager (kop/manager.h): it reconciles one
+ * primary resource ("for"), is told about the objects it creates through
+ * their controller owner reference ("owns"), and about anything else
+ * through a map function ("watches"). Events become keys "namespace/name"
+ * in a rate-limited work queue; max_concurrent workers call the reconcile
+ * function, never two at once for the same key.
+ *
+ * A reconcile function reads the world (from the cache or the apiserver),
+ * moves it one step toward the object's spec, writes what it saw into
+ * status, and says what should happen next:
+ *
+ *   return KOP_DONE;                  nothing more until something changes
+ *   return KOP_REQUEUE;               again soon, with per-key backoff
+ *   return KOP_REQUEUE_AFTER(30000);  again in 30 s (e.g. an expiry)
+ *   return KOP_RETRY;                 it failed: again with backoff, counted as an error
+ *
+ * It must be idempotent: it may run again at any time for the same key.
+ */
+#ifndef KOP_CONTROLLER_H
+#define KOP_CONTROLLER_H
+
+#include <stdbool.h>
+
+#include <jansson.h>
+
+#include "kop/client.h"
+#include "kop/common.h"
+#include "kop/err.h"
+#include "kop/informer.h"
+#include "kop/log.h"
+
+KOP_BEGIN_DECLS
+
+typedef struct kop_manager kop_manager;
+typedef struct kop_controller kop_controller;
+
+typedef enum kop_result_kind {
+    KOP_RESULT_DONE = 0,
+    KOP_RESULT_REQUEUE,
+    KOP_RESULT_REQUEUE_AFTER,
+    KOP_RESULT_ERROR,
+} kop_result_kind;
+
+/* kop_result: what a reconcile asks for next. */
+typedef struct kop_result {
+    kop_result_kind kind;
+    long after_ms; /* KOP_RESULT_REQUEUE_AFTER only */
+} kop_result;
+
+#define KOP_DONE               ((kop_result){KOP_RESULT_DONE, 0})
+#define KOP_REQUEUE            ((kop_result){KOP_RESULT_REQUEUE, 0})
+#define KOP_REQUEUE_AFTER(ms)  ((kop_result){KOP_RESULT_REQUEUE_AFTER, (ms)})
+#define KOP_RETRY              ((kop_result){KOP_RESULT_ERROR, 0})
+
+/*
+ * kop_reconcile: one request, with what the reconcile needs; all borrowed
+ * for the duration of the call.
+ */
+typedef struct kop_reconcile {
+    const char *namespace;  /* "" for cluster-scoped objects */
+    const char *name;
+    kop_client *client;     /* the manager's client */
+    kop_informer *cache;    /* the primary resource's informer */
+    const kop_logger *log;  /* carries controller, namespace and name */
+    kop_controller *controller;
+    kop_manager *manager;
+} kop_reconcile;
+
+typedef kop_result (*kop_reconcile_fn)(const kop_reconcile *req, void *user);
+
+/*
+ * kop_update_predicate_fn decides whether an update of the primary object
+ * is worth a reconcile. Adds and deletes always are.
+ */
+typedef bool (*kop_update_predicate_fn)(const json_t *old_obj, const json_t *new_obj, void *user);
+
+/*
+ * kop_predicate_generation_changed: only spec changes (metadata.generation)
+ * and deletion marks (deletionTimestamp) pass; status-only writes, which do
+ * not bump the generation, do not wake the controller again.
+ */
+KOP_API bool kop_predicate_generation_changed(const json_t *old_obj, const json_t *new_obj,
+                                              void *user);
+
+/* kop_predicate_labels_changed: only changes of metadata.labels pass. */
+KOP_API bool kop_predicate_labels_changed(const json_t *old_obj, const json_t *new_obj, void *user);
+
+typedef struct kop_controller_opts {
+    const char *name;            /* required: the "controller" metrics and log label */
+    kop_resource for_resource;   /* the primary resource; strings must outlive the manager */
+    const char *namespace;       /* watch scope; NULL or "": all namespaces */
+    int max_concurrent;          /* workers; default 1 */
+    kop_reconcile_fn reconcile;  /* required */
+    void *user;
+    kop_update_predicate_fn update_predicate; /* NULL: every update */
+    void *predicate_user;
+} kop_controller_opts;
+
+/*
+ * kop_controller_new adds a controller to m (before kop_manager_run). The
+ * controller is owned by the manager; *out is borrowed.
+ */
+KOP_API KOP_NODISCARD kop_err kop_controller_new(kop_manager *m, const kop_controller_opts *opts,
+                                                 kop_controller **out);
+
+/*
+ * kop_controller_owns watches child objects: a change to one enqueues the
+ * primary object named by its controller ownerReference, if that reference
+ * is of the primary kind. The child resource's strings must outlive the
+ * manager.
+ */
+KOP_API KOP_NODISCARD kop_err kop_controller_owns(kop_controller *c, const kop_resource *child);
+
+/*
+ * kop_map_fn maps a watched object to the keys to reconcile: it calls
+ * emit(namespace, name, emit_ctx) once per key.
+ */
+typedef void (*kop_emit_fn)(const char *ns, const char *name, void *emit_ctx);
+typedef void (*kop_map_fn)(const json_t *obj, kop_emit_fn emit, void *emit_ctx, void *user);
+
+/* kop_controller_watches watches r and enqueues what fn maps each object to. */
+KOP_API KOP_NODISCARD kop_err kop_controller_watches(kop_controller *c, const kop_resource *r,
+                                                     kop_map_fn fn, void *user);
+
+/* kop_controller_enqueue adds ns/name to the controller's queue (any thread). */
+KOP_API void kop_controller_enqueue(kop_controller *c, const char *ns, const char *name);
+
+/* kop_controller_name returns the controller's name (borrowed). */
+KOP_API const char *kop_controller_name(const kop_controller *c);
+
+/*
+ * kop_patch_status merge-patches obj's status subresource to status: only
+ * the fields given change, and no resourceVersion is sent, so the write
+ * never conflicts with another writer of other fields. obj (borrowed) names
+ * the object; *out (optional, owned) receives the stored object.
+ */
+KOP_API KOP_NODISCARD kop_err kop_patch_status(kop_client *c, const kop_resource *r,
+                                               const json_t *obj, json_t *status, json_t **out,
+                                               kop_status *st);
+
+KOP_END_DECLS
+
+#endif /* KOP_CONTROLLER_H */

@@ -1,0 +1,112 @@
+/*
+ * kop/manager.h - the manager: runs an operator's caches and controllers.
+ *
+ * One manager per process. It owns the configuration and the client, one
+ * shared informer per resource (every controller that reads a resource
+ * reads the same cache), the metrics registry and the HTTP endpoint
+ * (/metrics, /healthz, /readyz), and optionally leader election.
+ * kop_manager_run is the operator's main loop:
+ *
+ *   1. serve /metrics, /healthz, /readyz (ready once every cache synced);
+ *   2. start the informers and wait until each has listed;
+ *   3. with --leader-elect, wait to hold the Lease;
+ *   4. start every controller's workers;
+ *   5. on SIGTERM or SIGINT (or kop_manager_stop): stop taking work, let
+ *      reconciles in flight finish (up to the shutdown deadline), stop the
+ *      informers, release the Lease.
+ *
+ * A manager that loses its Lease stops reconciling at once and
+ * kop_manager_run returns KOP_ESHUTDOWN, so the process exits and its
+ * replacement starts over, as controller-runtime does.
+ */
+#ifndef KOP_MANAGER_H
+#define KOP_MANAGER_H
+
+#include <stdbool.h>
+
+#include "kop/client.h"
+#include "kop/common.h"
+#include "kop/config.h"
+#include "kop/controller.h"
+#include "kop/err.h"
+#include "kop/informer.h"
+#include "kop/metrics.h"
+
+KOP_BEGIN_DECLS
+
+typedef struct kop_manager_opts {
+    const char *name;               /* operator name: user agent, Lease name, logs */
+    const char *kubeconfig;         /* NULL: $KUBECONFIG, ~/.kube/config, in-cluster */
+    const char *metrics_bind;       /* "127.0.0.1:9090" (default); "0" disables */
+    bool leader_elect;
+    const char *leader_election_namespace; /* default: the config's namespace */
+    const char *leader_election_id; /* Lease name; default: name */
+    long shutdown_timeout_ms;       /* reconciles in flight may finish; default 30 s */
+    double client_qps;              /* client-side rate limit; 0: none */
+    int client_burst;
+} kop_manager_opts;
+
+/*
+ * kop_manager_parse_flag consumes the common flags every libkop operator
+ * takes, at argv[*i]: --kubeconfig PATH, --metrics-bind ADDR,
+ * --leader-elect[=true|false], --log-format text|json, -v N (also --v=N).
+ * Returns 1 and advances *i past the flag when it was one of them, 0 when
+ * it was not (the operator parses it), -1 with a message in st when its
+ * value is wrong. The log settings are applied at once.
+ */
+KOP_API int kop_manager_parse_flag(kop_manager_opts *o, int argc, char **argv, int *i,
+                                   kop_status *st);
+
+/* kop_manager_flags_usage returns the help text of the common flags (static). */
+KOP_API const char *kop_manager_flags_usage(void);
+
+/*
+ * kop_manager_new loads the configuration and makes the client. It blocks
+ * SIGINT and SIGTERM in the calling thread (before any thread is started,
+ * so all inherit it) for kop_manager_run to take them; kop_manager_free
+ * restores the mask. *out is owned: kop_manager_free.
+ */
+KOP_API KOP_NODISCARD kop_err kop_manager_new(const kop_manager_opts *opts, kop_manager **out,
+                                              kop_status *st);
+
+/* kop_manager_free stops whatever runs and frees everything. NULL is ok. */
+KOP_API void kop_manager_free(kop_manager *m);
+
+/*
+ * kop_manager_run runs until stopped (see above). Returns KOP_OK after a
+ * clean shutdown, KOP_ESHUTDOWN when the Lease was lost, KOP_ETIMEOUT when
+ * reconciles outlived shutdown_timeout_ms (they are abandoned: exit the
+ * process; kop_manager_free then frees nothing), or the error that
+ * prevented start-up (st says which).
+ */
+KOP_API KOP_NODISCARD kop_err kop_manager_run(kop_manager *m, kop_status *st);
+
+/* kop_manager_stop makes kop_manager_run shut down. Any thread. */
+KOP_API void kop_manager_stop(kop_manager *m);
+
+/* kop_manager_client returns the manager's client (borrowed). */
+KOP_API kop_client *kop_manager_client(kop_manager *m);
+
+/* kop_manager_config returns the manager's configuration (borrowed). */
+KOP_API kop_config *kop_manager_config(kop_manager *m);
+
+/* kop_manager_metrics returns the registry served on /metrics (borrowed). */
+KOP_API kop_metrics *kop_manager_metrics(kop_manager *m);
+
+/*
+ * kop_manager_informer returns the shared informer of r in ns (NULL: all
+ * namespaces), making it on first use (before kop_manager_run). Borrowed;
+ * r's strings must outlive the manager.
+ */
+KOP_API KOP_NODISCARD kop_err kop_manager_informer(kop_manager *m, const kop_resource *r,
+                                                   const char *ns, kop_informer **out);
+
+/* kop_manager_is_leader tells whether this manager may reconcile now. */
+KOP_API bool kop_manager_is_leader(kop_manager *m);
+
+/* kop_manager_bound_port returns the port /metrics listens on (0 if none). */
+KOP_API int kop_manager_bound_port(kop_manager *m);
+
+KOP_END_DECLS
+
+#endif /* KOP_MANAGER_H */

@@ -1,0 +1,404 @@
+/*
+ * controller.c - event handlers to keys, keys to reconciles.
+ *
+ * Handlers registered on the manager's shared informers turn events into
+ * keys "namespace/name" of the primary resource: directly for the primary,
+ * through the controller ownerReference for owned children, through the
+ * user's map function for watched resources. Keys go into a work queue with
+ * client-go semantics, so a key is never reconciled by two workers at once
+ * and a burst of events for one object costs one reconcile.
+ *
+ * The worker loop reads like the contract in kop/controller.h: take a key,
+ * reconcile it, then forget it (done), requeue it with backoff (requeue or
+ * error) or hold it back (requeue-after), and count what happened under
+ * controller-runtime's metric names.
+ */
+#define _GNU_SOURCE /* pthread_timedjoin_np */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kop/workqueue.h"
+#include "kop_internal.h"
+#include "manager_internal.h"
+
+#define MAX_WORKERS 64
+#define MAX_WATCHES 16
+
+struct watch_spec {
+    kop_controller *ctl;
+    kop_map_fn fn; /* NULL: owned child, mapped through its controller reference */
+    void *user;
+};
+
+struct kop_controller {
+    kop_manager *mgr;
+    kop_controller_opts opts;
+    char *name, *ns;
+    kop_informer *primary;
+    kop_workqueue *queue;
+    kop_logger *log;
+    struct watch_spec watches[MAX_WATCHES];
+    int nwatches;
+    pthread_t workers[MAX_WORKERS];
+    int nworkers;
+};
+
+/* ---- predicates --------------------------------------------------------- */
+
+static json_int_t generation(const json_t *obj)
+{
+    return json_integer_value(json_object_get(json_object_get(obj, "metadata"), "generation"));
+}
+
+static const json_t *meta_field(const json_t *obj, const char *f)
+{
+    return json_object_get(json_object_get(obj, "metadata"), f);
+}
+
+bool kop_predicate_generation_changed(const json_t *old_obj, const json_t *new_obj, void *user)
+{
+    (void)user;
+    if (generation(old_obj) != generation(new_obj))
+        return true;
+    /* A deletion mark does not bump the generation, but must be acted on. */
+    return !json_equal(meta_field(old_obj, "deletionTimestamp"),
+                       meta_field(new_obj, "deletionTimestamp"));
+}
+
+bool kop_predicate_labels_changed(const json_t *old_obj, const json_t *new_obj, void *user)
+{
+    (void)user;
+    const json_t *a = meta_field(old_obj, "labels"), *b = meta_field(new_obj, "labels");
+    if (!a || !b)
+        return a != b && json_object_size(a ? a : b) > 0;
+    return !json_equal(a, b);
+}
+
+/* ---- keys --------------------------------------------------------------- */
+
+void kop_controller_enqueue(kop_controller *c, const char *ns, const char *name)
+{
+    char key[512];
+    int n = ns && ns[0] ? snprintf(key, sizeof key, "%s/%s", ns, name)
+                        : snprintf(key, sizeof key, "%s", name);
+    if (name && n > 0 && (size_t)n < sizeof key)
+        kop_workqueue_add(c->queue, key);
+}
+
+static void emit_key(const char *ns, const char *name, void *ctx)
+{
+    kop_controller_enqueue(ctx, ns, name);
+}
+
+static void enqueue_object(kop_controller *c, const json_t *obj)
+{
+    const char *ns = json_string_value(meta_field(obj, "namespace"));
+    const char *name = json_string_value(meta_field(obj, "name"));
+    kop_controller_enqueue(c, ns, name);
+}
+
+/* group_of returns the group part of an apiVersion ("" for "v1"). */
+static size_t group_len(const char *api_version)
+{
+    const char *slash = strchr(api_version, '/');
+    return slash ? (size_t)(slash - api_version) : 0;
+}
+
+/* enqueue_owner enqueues the primary object that controls child, if any. */
+static void enqueue_owner(kop_controller *c, const json_t *child)
+{
+    const kop_resource *r = &c->opts.for_resource;
+    json_t *ref;
+    size_t i;
+    json_array_foreach(meta_field(child, "ownerReferences"), i, ref)
+    {
+        const char *kind = json_string_value(json_object_get(ref, "kind"));
+        const char *api = json_string_value(json_object_get(ref, "apiVersion"));
+        const char *name = json_string_value(json_object_get(ref, "name"));
+        if (!json_is_true(json_object_get(ref, "controller")) || !kind || !api || !name)
+            continue;
+        size_t glen = group_len(api);
+        if (strcmp(kind, r->kind) != 0 || glen != strlen(r->group) ||
+            strncmp(api, r->group, glen) != 0)
+            continue;
+        const char *ns = r->namespaced ? json_string_value(meta_field(child, "namespace")) : "";
+        kop_controller_enqueue(c, ns, name);
+        return;
+    }
+}
+
+/* ---- handlers ----------------------------------------------------------- */
+
+static void primary_add(const json_t *obj, void *user)
+{
+    enqueue_object(user, obj);
+}
+
+static void primary_update(const json_t *old_obj, const json_t *new_obj, void *user)
+{
+    kop_controller *c = user;
+    if (c->opts.update_predicate &&
+        !c->opts.update_predicate(old_obj, new_obj, c->opts.predicate_user))
+        return;
+    enqueue_object(c, new_obj);
+}
+
+static void watched(const json_t *obj, void *user)
+{
+    struct watch_spec *w = user;
+    if (w->fn)
+        w->fn(obj, emit_key, w->ctl, w->user);
+    else
+        enqueue_owner(w->ctl, obj);
+}
+
+static void watched_update(const json_t *old_obj, const json_t *new_obj, void *user)
+{
+    struct watch_spec *w = user;
+    /* A child whose owner changed must tell both owners. */
+    watched(old_obj, user);
+    if (!json_equal(meta_field(old_obj, "ownerReferences"), meta_field(new_obj, "ownerReferences")) ||
+        w->fn)
+        watched(new_obj, user);
+}
+
+/* ---- construction ------------------------------------------------------- */
+
+kop_err kop_controller_new(kop_manager *m, const kop_controller_opts *opts, kop_controller **out)
+{
+    kop_err err = KOP_OK;
+    *out = NULL;
+    if (!opts || !opts->name || !opts->reconcile || !opts->for_resource.resource ||
+        !opts->for_resource.kind)
+        return KOP_EINVAL;
+    kop_controller *c = calloc(1, sizeof *c);
+    if (!c)
+        return KOP_ENOMEM;
+    c->mgr = m;
+    c->opts = *opts;
+    c->name = strdup(opts->name);
+    c->ns = opts->namespace && opts->namespace[0] ? strdup(opts->namespace) : NULL;
+    c->opts.name = c->name;
+    c->opts.namespace = c->ns;
+    if (c->opts.max_concurrent <= 0)
+        c->opts.max_concurrent = 1;
+    if (c->opts.max_concurrent > MAX_WORKERS)
+        c->opts.max_concurrent = MAX_WORKERS;
+    if (!c->name || (opts->namespace && opts->namespace[0] && !c->ns)) {
+        err = KOP_ENOMEM;
+        goto out;
+    }
+    kop_workqueue_opts qo = {.name = c->name, .metrics = kop_manager_metrics(m)};
+    err = kop_workqueue_new(&qo, &c->queue);
+    if (!err)
+        err = kop_logger_new(NULL, &KOP_LOG_STR("controller", c->name), 1, &c->log);
+    if (!err)
+        err = kop_manager_informer(m, &c->opts.for_resource, c->ns, &c->primary);
+    if (err)
+        goto out;
+    kop_informer_handler h = {primary_add, primary_update, primary_add, c};
+    err = kop_informer_add_handler(c->primary, &h);
+    if (!err)
+        err = kop__manager_add_controller(m, c);
+    if (err)
+        goto out;
+    const kop__reconcile_metrics *rm = kop__manager_reconcile_metrics(m);
+    const char *labels[] = {c->name, NULL};
+    kop_metric_set(rm->max_workers, labels, c->opts.max_concurrent);
+    kop_metric_set(rm->workers, labels, 0);
+    kop_metric_touch(rm->errors, labels);
+    *out = c;
+    c = NULL;
+out:
+    kop__controller_free(c);
+    return err;
+}
+
+static kop_err add_watch(kop_controller *c, const kop_resource *r, kop_map_fn fn, void *user)
+{
+    if (c->nwatches >= MAX_WATCHES)
+        return KOP_ETOOBIG;
+    kop_informer *inf = NULL;
+    kop_err err = kop_manager_informer(c->mgr, r, c->ns, &inf);
+    if (err)
+        return err;
+    struct watch_spec *w = &c->watches[c->nwatches];
+    *w = (struct watch_spec){.ctl = c, .fn = fn, .user = user};
+    kop_informer_handler h = {watched, watched_update, watched, w};
+    err = kop_informer_add_handler(inf, &h);
+    if (!err)
+        c->nwatches++;
+    return err;
+}
+
+kop_err kop_controller_owns(kop_controller *c, const kop_resource *child)
+{
+    return add_watch(c, child, NULL, NULL);
+}
+
+kop_err kop_controller_watches(kop_controller *c, const kop_resource *r, kop_map_fn fn, void *user)
+{
+    return fn ? add_watch(c, r, fn, user) : KOP_EINVAL;
+}
+
+const char *kop_controller_name(const kop_controller *c)
+{
+    return c->name;
+}
+
+/* ---- workers ------------------------------------------------------------ */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static const char *result_label(kop_result_kind k)
+{
+    switch (k) {
+    case KOP_RESULT_DONE:
+        return "success";
+    case KOP_RESULT_REQUEUE:
+        return "requeue";
+    case KOP_RESULT_REQUEUE_AFTER:
+        return "requeue_after";
+    case KOP_RESULT_ERROR:
+        return "error";
+    }
+    return "error";
+}
+
+/* reconcile_key runs the user's reconcile for key and files the outcome. */
+static void reconcile_key(kop_controller *c, const char *key)
+{
+    char ns[256] = "", name[256];
+    const char *slash = strchr(key, '/');
+    if (slash) {
+        snprintf(ns, sizeof ns, "%.*s", (int)(slash - key), key);
+        snprintf(name, sizeof name, "%s", slash + 1);
+    } else {
+        snprintf(name, sizeof name, "%s", key);
+    }
+    kop_logger *lg = NULL;
+    if (kop_logger_with(c->log, &lg, KOP_LOG_STR("namespace", ns), KOP_LOG_STR("name", name)))
+        lg = NULL; /* out of memory: log through the controller's logger */
+    const kop_reconcile req = {
+        .namespace = ns,
+        .name = name,
+        .client = kop_manager_client(c->mgr),
+        .cache = c->primary,
+        .log = lg ? lg : c->log,
+        .controller = c,
+        .manager = c->mgr,
+    };
+    const kop__reconcile_metrics *rm = kop__manager_reconcile_metrics(c->mgr);
+    const char *ctl[] = {c->name, NULL};
+
+    kop_metric_add(rm->workers, ctl, 1);
+    double t0 = now_s();
+    kop_result res = c->opts.reconcile(&req, c->opts.user);
+    kop_metric_observe(rm->time, ctl, now_s() - t0);
+    kop_metric_add(rm->workers, ctl, -1);
+    const char *outcome[] = {c->name, result_label(res.kind), NULL};
+    kop_metric_inc(rm->total, outcome);
+
+    switch (res.kind) {
+    case KOP_RESULT_DONE:
+        kop_workqueue_forget(c->queue, key);
+        break;
+    case KOP_RESULT_REQUEUE_AFTER:
+        kop_workqueue_forget(c->queue, key);
+        kop_workqueue_add_after(c->queue, key, res.after_ms);
+        break;
+    case KOP_RESULT_ERROR:
+        kop_metric_inc(rm->errors, ctl);
+        kop_logger_log(req.log, KOP_LOG_ERROR, "reconcile failed; retrying with backoff",
+                       KOP_LOG_INT("retries", kop_workqueue_num_requeues(c->queue, key)));
+        kop_workqueue_add_rate_limited(c->queue, key);
+        break;
+    case KOP_RESULT_REQUEUE:
+        kop_workqueue_add_rate_limited(c->queue, key);
+        break;
+    }
+    kop_logger_free(lg);
+}
+
+static void *worker(void *arg)
+{
+    kop_controller *c = arg;
+    char *key = NULL;
+    while (kop_workqueue_get(c->queue, &key) == KOP_OK) {
+        /* Once shutting down or no longer leading, queued keys are left alone. */
+        if (kop__manager_may_reconcile(c->mgr))
+            reconcile_key(c, key);
+        kop_workqueue_done(c->queue, key);
+        free(key);
+    }
+    return NULL;
+}
+
+kop_err kop__controller_start(kop_controller *c)
+{
+    for (int i = 0; i < c->opts.max_concurrent; i++) {
+        if (pthread_create(&c->workers[i], NULL, worker, c) != 0)
+            return KOP_ENOMEM;
+        c->nworkers++;
+    }
+    kop_logger_log(c->log, KOP_LOG_INFO, "starting workers",
+                   KOP_LOG_INT("workers", c->opts.max_concurrent));
+    return KOP_OK;
+}
+
+void kop__controller_shutdown(kop_controller *c)
+{
+    kop_workqueue_shutdown(c->queue);
+}
+
+bool kop__controller_join(kop_controller *c, const struct timespec *deadline)
+{
+    int joined = 0;
+    for (int i = 0; i < c->nworkers; i++) {
+        if (deadline ? pthread_timedjoin_np(c->workers[i], NULL, deadline) != 0
+                     : pthread_join(c->workers[i], NULL) != 0)
+            break;
+        joined++;
+    }
+    /* Keep the workers not joined, in order, for a later try. */
+    memmove(c->workers, c->workers + joined, (size_t)(c->nworkers - joined) * sizeof(pthread_t));
+    c->nworkers -= joined;
+    return c->nworkers == 0;
+}
+
+void kop__controller_free(kop_controller *c)
+{
+    if (!c)
+        return;
+    kop_workqueue_free(c->queue);
+    kop_logger_free(c->log);
+    free(c->name);
+    free(c->ns);
+    free(c);
+}
+
+/* ---- status ------------------------------------------------------------- */
+
+kop_err kop_patch_status(kop_client *c, const kop_resource *r, const json_t *obj, json_t *status,
+                         json_t **out, kop_status *st)
+{
+    const char *ns = json_string_value(meta_field(obj, "namespace"));
+    const char *name = json_string_value(meta_field(obj, "name"));
+    if (!name || !status)
+        return KOP_EINVAL;
+    json_t *patch = json_pack("{s:O}", "status", status);
+    if (!patch)
+        return KOP_ENOMEM;
+    kop_write_opts wo = {.subresource = "status"};
+    kop_err err = kop_patch(c, r, ns, name, KOP_PATCH_MERGE, patch, &wo, out, st);
+    json_decref(patch);
+    return err;
+}

@@ -1,0 +1,851 @@
+/*
+ * informer.c - list + watch into a cache of compact JSON (see kop/informer.h).
+ *
+ * The thread's loop reads as client-go's reflector:
+ *
+ *     until stopped:
+ *         if no version to resume from: list everything, replace the cache
+ *         watch from the last version seen, applying each event
+ *         on the stream's end: watch again at once
+ *         on 410 Gone: forget the version (relist)
+ *         on any other failure: sleep a jittered backoff, then watch again
+ *
+ * The store maps "ns/name" to an entry holding the object as compact JSON
+ * text (jansson trees cost about ten times their text), its
+ * resourceVersion, and the index values it was filed under. A relist does
+ * not build a second store: it stamps every entry it sees with the relist's
+ * generation, updates those that changed, and afterwards deletes the
+ * entries it did not see. At peak it holds the store plus one page.
+ *
+ * Locking: one rwlock guards the store and indexes. Handlers are called
+ * with no lock held, on the informer thread, in event order.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kop/informer.h"
+#include "kop_internal.h"
+#include "map_internal.h"
+
+#define BACKOFF_START_MS   800
+#define BACKOFF_MAX_MS     30000
+#define WATCH_MIN_S        300 /* watch timeouts are random in [5 min, 10 min) */
+#define WATCH_SPREAD_S     300
+#define MAX_HANDLERS       16
+#define LIST_PAGE          500
+
+struct entry {
+    char *json; /* compact serialized object */
+    char *rv;   /* metadata.resourceVersion */
+    unsigned gen;
+    size_t nvals[KOP_INFORMER_MAX_INDEXES];
+    char **vals[KOP_INFORMER_MAX_INDEXES];
+};
+
+struct index {
+    char *name;
+    kop_index_fn fn;
+    void *user;
+    kop__map by_value; /* value -> kop__map* set of keys */
+};
+
+struct kop_informer {
+    kop_client *client;
+    kop_informer_opts opts;
+    char *ns, *labels, *fields; /* owned copies of opts strings */
+
+    kop_informer_handler handlers[MAX_HANDLERS];
+    int nhandlers;
+
+    pthread_rwlock_t lock; /* store and indexes */
+    kop__map store;        /* key -> struct entry* */
+    struct index indexes[KOP_INFORMER_MAX_INDEXES];
+    int nindexes;
+    unsigned gen;
+
+    pthread_mutex_t mu; /* state below */
+    pthread_cond_t cond;
+    bool started, stopping, synced;
+    kop_watch *watch; /* the open stream, for stop to cancel */
+    pthread_t thread;
+
+    char *rv; /* last version seen; NULL: list next (informer thread only) */
+    kop_informer_stats stats;
+};
+
+static bool stopping_requested(kop_informer *inf);
+
+/* ---- built-in indexes and transform ------------------------------------- */
+
+static const json_t *meta_of(const json_t *obj)
+{
+    return json_object_get(obj, "metadata");
+}
+
+static const char *meta_str(const json_t *obj, const char *field)
+{
+    return json_string_value(json_object_get(meta_of(obj), field));
+}
+
+static size_t index_namespace(const json_t *obj, const char **values, size_t max, void *user)
+{
+    (void)user;
+    const char *ns = meta_str(obj, "namespace");
+    if (!ns || max == 0)
+        return 0;
+    values[0] = ns;
+    return 1;
+}
+
+static size_t index_owner(const json_t *obj, const char **values, size_t max, void *user)
+{
+    (void)user;
+    json_t *ref;
+    size_t i;
+    json_array_foreach(json_object_get(meta_of(obj), "ownerReferences"), i, ref)
+    {
+        const char *uid = json_string_value(json_object_get(ref, "uid"));
+        if (json_is_true(json_object_get(ref, "controller")) && uid && max > 0) {
+            values[0] = uid;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static json_t *default_transform(json_t *obj, void *user)
+{
+    (void)user;
+    json_object_del(json_object_get(obj, "metadata"), "managedFields");
+    return obj;
+}
+
+static json_t *metadata_only(json_t *obj)
+{
+    json_t *slim = json_pack("{s:O*, s:O*, s:O*}", "apiVersion", json_object_get(obj, "apiVersion"),
+                             "kind", json_object_get(obj, "kind"), "metadata",
+                             json_object_get(obj, "metadata"));
+    json_decref(obj);
+    return slim;
+}
+
+/* prepare applies the transform (taking obj); NULL means "not cached". */
+static json_t *prepare(kop_informer *inf, json_t *obj)
+{
+    if (!json_is_object(obj) || !meta_str(obj, "name")) {
+        json_decref(obj);
+        return NULL;
+    }
+    kop_transform_fn t = inf->opts.transform ? inf->opts.transform : default_transform;
+    obj = t(obj, inf->opts.transform_user);
+    if (obj && inf->opts.metadata_only)
+        obj = metadata_only(obj);
+    return obj;
+}
+
+/* key_of writes "ns/name" (or "name") of obj into buf. */
+static bool key_of(const json_t *obj, char *buf, size_t size)
+{
+    const char *ns = meta_str(obj, "namespace"), *name = meta_str(obj, "name");
+    int n = ns && ns[0] ? snprintf(buf, size, "%s/%s", ns, name) : snprintf(buf, size, "%s", name);
+    return name && n > 0 && (size_t)n < size;
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+static char *dup_or_null(const char *s)
+{
+    return s && s[0] ? strdup(s) : NULL;
+}
+
+static kop_err add_index_locked(kop_informer *inf, const char *name, kop_index_fn fn, void *user)
+{
+    if (inf->nindexes >= KOP_INFORMER_MAX_INDEXES)
+        return KOP_ETOOBIG;
+    for (int i = 0; i < inf->nindexes; i++)
+        if (strcmp(inf->indexes[i].name, name) == 0)
+            return KOP_EALREADYEXISTS;
+    struct index *ix = &inf->indexes[inf->nindexes];
+    ix->name = strdup(name);
+    if (!ix->name)
+        return KOP_ENOMEM;
+    ix->fn = fn;
+    ix->user = user;
+    kop__map_init(&ix->by_value);
+    inf->nindexes++;
+    return KOP_OK;
+}
+
+kop_err kop_informer_new(kop_client *c, const kop_informer_opts *opts, kop_informer **out)
+{
+    kop_err err = KOP_OK;
+    *out = NULL;
+    if (!c || !opts || !opts->resource.resource || !opts->resource.version)
+        return KOP_EINVAL;
+    kop_informer *inf = calloc(1, sizeof *inf);
+    if (!inf)
+        return KOP_ENOMEM;
+    inf->client = c;
+    inf->opts = *opts;
+    inf->ns = dup_or_null(opts->namespace);
+    inf->labels = dup_or_null(opts->label_selector);
+    inf->fields = dup_or_null(opts->field_selector);
+    inf->opts.namespace = inf->ns;
+    inf->opts.label_selector = inf->labels;
+    inf->opts.field_selector = inf->fields;
+    pthread_rwlock_init(&inf->lock, NULL);
+    pthread_mutex_init(&inf->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&inf->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    kop__map_init(&inf->store);
+    if ((opts->namespace && opts->namespace[0] && !inf->ns) ||
+        (opts->label_selector && opts->label_selector[0] && !inf->labels) ||
+        (opts->field_selector && opts->field_selector[0] && !inf->fields)) {
+        err = KOP_ENOMEM;
+        goto out;
+    }
+    err = add_index_locked(inf, KOP_INDEX_NAMESPACE, index_namespace, NULL);
+    if (!err)
+        err = add_index_locked(inf, KOP_INDEX_OWNER, index_owner, NULL);
+    if (err)
+        goto out;
+    *out = inf;
+    inf = NULL;
+out:
+    kop_informer_free(inf);
+    return err;
+}
+
+kop_err kop_informer_add_handler(kop_informer *inf, const kop_informer_handler *h)
+{
+    if (inf->started)
+        return KOP_EINVAL;
+    if (inf->nhandlers >= MAX_HANDLERS)
+        return KOP_ETOOBIG;
+    inf->handlers[inf->nhandlers++] = *h;
+    return KOP_OK;
+}
+
+kop_err kop_informer_add_index(kop_informer *inf, const char *name, kop_index_fn fn, void *user)
+{
+    if (inf->started || !name || !fn)
+        return KOP_EINVAL;
+    return add_index_locked(inf, name, fn, user);
+}
+
+static void free_key_set(void *set)
+{
+    kop__map_fini(set, NULL);
+    free(set);
+}
+
+static void free_entry(void *p)
+{
+    struct entry *e = p;
+    if (!e)
+        return;
+    for (int i = 0; i < KOP_INFORMER_MAX_INDEXES; i++) {
+        for (size_t j = 0; j < e->nvals[i]; j++)
+            free(e->vals[i][j]);
+        free(e->vals[i]);
+    }
+    free(e->json);
+    free(e->rv);
+    free(e);
+}
+
+void kop_informer_free(kop_informer *inf)
+{
+    if (!inf)
+        return;
+    kop_informer_stop(inf);
+    kop__map_fini(&inf->store, free_entry);
+    for (int i = 0; i < inf->nindexes; i++) {
+        kop__map_fini(&inf->indexes[i].by_value, free_key_set);
+        free(inf->indexes[i].name);
+    }
+    pthread_rwlock_destroy(&inf->lock);
+    pthread_mutex_destroy(&inf->mu);
+    pthread_cond_destroy(&inf->cond);
+    free(inf->rv);
+    free(inf->ns);
+    free(inf->labels);
+    free(inf->fields);
+    free(inf);
+}
+
+/* ---- store -------------------------------------------------------------- */
+
+/* index_remove takes key out of every index under the values e was filed with. */
+static void index_remove(kop_informer *inf, const char *key, struct entry *e)
+{
+    for (int i = 0; i < inf->nindexes; i++) {
+        for (size_t j = 0; j < e->nvals[i]; j++) {
+            kop__map *set = kop__map_get(&inf->indexes[i].by_value, e->vals[i][j]);
+            if (!set)
+                continue;
+            kop__map_remove(set, key);
+            if (set->len == 0)
+                free_key_set(kop__map_remove(&inf->indexes[i].by_value, e->vals[i][j]));
+        }
+    }
+}
+
+/* index_add files key under obj's values in every index, recording them in e. */
+static kop_err index_add(kop_informer *inf, const char *key, const json_t *obj, struct entry *e)
+{
+    for (int i = 0; i < inf->nindexes; i++) {
+        const char *vals[KOP_INDEX_MAX_VALUES];
+        size_t n = inf->indexes[i].fn(obj, vals, KOP_INDEX_MAX_VALUES, inf->indexes[i].user);
+        if (n > KOP_INDEX_MAX_VALUES)
+            n = KOP_INDEX_MAX_VALUES;
+        e->vals[i] = n ? calloc(n, sizeof(char *)) : NULL;
+        if (n && !e->vals[i])
+            return KOP_ENOMEM;
+        for (size_t j = 0; j < n; j++) {
+            kop__map *set = kop__map_get(&inf->indexes[i].by_value, vals[j]);
+            if (!set) {
+                set = calloc(1, sizeof *set);
+                if (!set)
+                    return KOP_ENOMEM;
+                kop__map_init(set);
+                if (kop__map_put(&inf->indexes[i].by_value, vals[j], set, NULL)) {
+                    free(set);
+                    return KOP_ENOMEM;
+                }
+            }
+            e->vals[i][j] = strdup(vals[j]);
+            if (!e->vals[i][j] || kop__map_put(set, key, NULL, NULL))
+                return KOP_ENOMEM;
+            e->nvals[i] = j + 1;
+        }
+    }
+    return KOP_OK;
+}
+
+/* new_entry serializes obj into a fresh entry. */
+static struct entry *new_entry(const json_t *obj, unsigned gen)
+{
+    struct entry *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->json = json_dumps(obj, JSON_COMPACT);
+    const char *rv = meta_str(obj, "resourceVersion");
+    e->rv = strdup(rv ? rv : "");
+    e->gen = gen;
+    if (!e->json || !e->rv) {
+        free_entry(e);
+        return NULL;
+    }
+    return e;
+}
+
+static json_t *parse_entry(const struct entry *e)
+{
+    return json_loads(e->json, 0, NULL);
+}
+
+/*
+ * upsert puts obj (borrowed) into the store. *old_out gets the replaced
+ * object parsed (owned) when there was one and want_old is set; *changed
+ * is false when the cached version was already this one.
+ */
+static kop_err upsert(kop_informer *inf, const json_t *obj, unsigned gen, bool want_old,
+                      json_t **old_out, bool *existed, bool *changed)
+{
+    char key[512];
+    kop_err err = KOP_OK;
+    *old_out = NULL;
+    *existed = *changed = false;
+    if (!key_of(obj, key, sizeof key))
+        return KOP_EINVAL;
+    pthread_rwlock_wrlock(&inf->lock);
+    struct entry *cur = kop__map_get(&inf->store, key);
+    const char *rv = meta_str(obj, "resourceVersion");
+    if (cur) {
+        *existed = true;
+        cur->gen = gen;
+        if (rv && strcmp(cur->rv, rv) == 0)
+            goto out; /* a relist seeing what the watch already applied */
+    }
+    struct entry *e = new_entry(obj, gen);
+    if (!e) {
+        err = KOP_ENOMEM;
+        goto out;
+    }
+    if (cur) {
+        if (want_old)
+            *old_out = parse_entry(cur);
+        index_remove(inf, key, cur);
+    }
+    err = index_add(inf, key, obj, e);
+    if (!err)
+        err = kop__map_put(&inf->store, key, e, NULL);
+    if (err) {
+        /* Out of memory half-way: drop the object rather than keep a torn entry. */
+        index_remove(inf, key, e);
+        free_entry(e);
+        free_entry(kop__map_remove(&inf->store, key));
+        goto out;
+    }
+    free_entry(cur);
+    *changed = true;
+out:
+    pthread_rwlock_unlock(&inf->lock);
+    return err;
+}
+
+/* forget removes key; *last_out gets the cached object parsed (owned), if any. */
+static void forget(kop_informer *inf, const char *key, json_t **last_out)
+{
+    pthread_rwlock_wrlock(&inf->lock);
+    struct entry *e = kop__map_remove(&inf->store, key);
+    if (e) {
+        index_remove(inf, key, e);
+        if (last_out)
+            *last_out = parse_entry(e);
+    }
+    pthread_rwlock_unlock(&inf->lock);
+    free_entry(e);
+}
+
+/* ---- handlers ----------------------------------------------------------- */
+
+static bool want_old(const kop_informer *inf)
+{
+    for (int i = 0; i < inf->nhandlers; i++)
+        if (inf->handlers[i].on_update)
+            return true;
+    return false;
+}
+
+static void notify_add_or_update(kop_informer *inf, const json_t *old_obj, const json_t *obj,
+                                 bool existed)
+{
+    for (int i = 0; i < inf->nhandlers; i++) {
+        const kop_informer_handler *h = &inf->handlers[i];
+        if (!existed && h->on_add)
+            h->on_add(obj, h->user);
+        else if (existed && h->on_update)
+            h->on_update(old_obj ? old_obj : obj, obj, h->user);
+    }
+}
+
+static void notify_delete(kop_informer *inf, const json_t *obj)
+{
+    for (int i = 0; i < inf->nhandlers; i++)
+        if (inf->handlers[i].on_delete)
+            inf->handlers[i].on_delete(obj, inf->handlers[i].user);
+}
+
+/* apply_object caches obj (owned) and tells the handlers. */
+static kop_err apply_object(kop_informer *inf, json_t *obj, unsigned gen)
+{
+    json_t *old = NULL;
+    bool existed, changed;
+    obj = prepare(inf, obj);
+    if (!obj)
+        return KOP_OK;
+    kop_err err = upsert(inf, obj, gen, want_old(inf), &old, &existed, &changed);
+    if (!err && changed)
+        notify_add_or_update(inf, old, obj, existed);
+    json_decref(old);
+    json_decref(obj);
+    return err;
+}
+
+/* apply_delete drops obj (owned) from the cache and tells the handlers. */
+static void apply_delete(kop_informer *inf, json_t *obj)
+{
+    char key[512];
+    obj = prepare(inf, obj);
+    if (!obj)
+        return;
+    if (key_of(obj, key, sizeof key)) {
+        forget(inf, key, NULL);
+        notify_delete(inf, obj);
+    }
+    json_decref(obj);
+}
+
+/* ---- list --------------------------------------------------------------- */
+
+struct list_ctx {
+    kop_informer *inf;
+    unsigned gen;
+};
+
+static kop_err apply_page(json_t *page, void *user)
+{
+    struct list_ctx *ctx = user;
+    json_t *item;
+    size_t i;
+    const char *api_version = json_string_value(json_object_get(page, "apiVersion"));
+    const char *list_kind = json_string_value(json_object_get(page, "kind"));
+    json_array_foreach(json_object_get(page, "items"), i, item)
+    {
+        if (stopping_requested(ctx->inf))
+            return KOP_ECANCELED;
+        /* Items of a list carry no apiVersion/kind: restore them so that
+         * cached objects look the same whether they came from a list or a
+         * watch (owner references and apply need them). */
+        json_t *obj = json_deep_copy(item);
+        if (!obj)
+            return KOP_ENOMEM;
+        if (!json_object_get(obj, "apiVersion") && api_version)
+            json_object_set_new(obj, "apiVersion", json_string(api_version));
+        if (!json_object_get(obj, "kind") && list_kind && ctx->inf->opts.resource.kind)
+            json_object_set_new(obj, "kind", json_string(ctx->inf->opts.resource.kind));
+        kop_err err = apply_object(ctx->inf, obj, ctx->gen);
+        if (err)
+            return err;
+    }
+    return KOP_OK;
+}
+
+/* sweep deletes every entry a relist of generation gen did not see. */
+static void sweep(kop_informer *inf, unsigned gen)
+{
+    for (;;) {
+        char key[512] = "";
+        pthread_rwlock_rdlock(&inf->lock);
+        size_t pos = 0;
+        const char *k;
+        void *v;
+        while (kop__map_next(&inf->store, &pos, &k, &v)) {
+            if (((struct entry *)v)->gen != gen) {
+                snprintf(key, sizeof key, "%s", k);
+                break;
+            }
+        }
+        pthread_rwlock_unlock(&inf->lock);
+        if (!key[0])
+            return;
+        json_t *last = NULL;
+        forget(inf, key, &last);
+        if (last)
+            notify_delete(inf, last);
+        json_decref(last);
+    }
+}
+
+static kop_err relist(kop_informer *inf, kop_status *st)
+{
+    kop_list_opts lo = {
+        .label_selector = inf->opts.label_selector,
+        .field_selector = inf->opts.field_selector,
+        .limit = LIST_PAGE,
+    };
+    struct list_ctx ctx = {.inf = inf, .gen = ++inf->gen};
+    char *rv = NULL;
+    kop_err err = kop_list_each(inf->client, &inf->opts.resource, inf->opts.namespace, &lo,
+                                apply_page, &ctx, &rv, st);
+    if (err) {
+        free(rv);
+        return err;
+    }
+    sweep(inf, ctx.gen);
+    free(inf->rv);
+    inf->rv = rv;
+    pthread_mutex_lock(&inf->mu);
+    inf->stats.lists++;
+    inf->synced = true;
+    pthread_cond_broadcast(&inf->cond);
+    pthread_mutex_unlock(&inf->mu);
+    return KOP_OK;
+}
+
+/* ---- watch -------------------------------------------------------------- */
+
+static void remember_version(kop_informer *inf, const json_t *obj)
+{
+    const char *rv = meta_str(obj, "resourceVersion");
+    if (!rv || !rv[0])
+        return;
+    char *copy = strdup(rv);
+    if (copy) {
+        free(inf->rv);
+        inf->rv = copy;
+    }
+}
+
+/* watch_once runs one watch stream to its end; returns why it ended. */
+static kop_err watch_once(kop_informer *inf, bool *progressed, kop_status *st)
+{
+    kop_watch *w = NULL;
+    kop_watch_opts wo = {
+        .resource_version = inf->rv,
+        .label_selector = inf->opts.label_selector,
+        .field_selector = inf->opts.field_selector,
+        .timeout_seconds = WATCH_MIN_S + (long)(kop__random() % WATCH_SPREAD_S),
+        .allow_bookmarks = true,
+    };
+    kop_err err = kop_watch_open(inf->client, &inf->opts.resource, inf->opts.namespace, &wo, &w, st);
+    if (err)
+        return err;
+    pthread_mutex_lock(&inf->mu);
+    inf->stats.watches++;
+    bool stop = inf->stopping;
+    if (!stop)
+        inf->watch = w;
+    pthread_mutex_unlock(&inf->mu);
+    if (stop) {
+        kop_watch_free(w);
+        return KOP_ECANCELED;
+    }
+    kop_watch_event ev;
+    while ((err = kop_watch_next(w, &ev, st)) == KOP_OK) {
+        *progressed = true;
+        remember_version(inf, ev.object);
+        json_t *obj = ev.object;
+        ev.object = NULL; /* handed on */
+        if (ev.type == KOP_WATCH_ADDED || ev.type == KOP_WATCH_MODIFIED)
+            err = apply_object(inf, obj, inf->gen);
+        else if (ev.type == KOP_WATCH_DELETED)
+            apply_delete(inf, obj);
+        else
+            json_decref(obj); /* BOOKMARK: only its version matters */
+        pthread_mutex_lock(&inf->mu);
+        inf->stats.events++;
+        pthread_mutex_unlock(&inf->mu);
+        if (err)
+            break;
+    }
+    pthread_mutex_lock(&inf->mu);
+    inf->watch = NULL;
+    pthread_mutex_unlock(&inf->mu);
+    kop_watch_free(w);
+    return err;
+}
+
+/* ---- the loop ----------------------------------------------------------- */
+
+static bool stopping_requested(kop_informer *inf)
+{
+    pthread_mutex_lock(&inf->mu);
+    bool s = inf->stopping;
+    pthread_mutex_unlock(&inf->mu);
+    return s;
+}
+
+/* sleep_backoff waits ms unless stopped first; returns false when stopped. */
+static bool sleep_backoff(kop_informer *inf, long ms)
+{
+    struct timespec until = kop__time_after(CLOCK_MONOTONIC, ms);
+    pthread_mutex_lock(&inf->mu);
+    while (!inf->stopping && pthread_cond_timedwait(&inf->cond, &inf->mu, &until) == 0)
+        ;
+    bool stopped = inf->stopping;
+    pthread_mutex_unlock(&inf->mu);
+    return !stopped;
+}
+
+/* next_backoff doubles *cur up to the cap and returns it with +-20% jitter. */
+static long next_backoff(long *cur)
+{
+    long ms = *cur;
+    *cur = ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : ms * 2;
+    long spread = ms / 5;
+    return ms - spread + (long)(kop__random() % (uint64_t)(2 * spread + 1));
+}
+
+static void count_error(kop_informer *inf, bool gone)
+{
+    pthread_mutex_lock(&inf->mu);
+    if (gone)
+        inf->stats.gone++;
+    else
+        inf->stats.errors++;
+    pthread_mutex_unlock(&inf->mu);
+}
+
+static void *run(void *arg)
+{
+    kop_informer *inf = arg;
+    long backoff = BACKOFF_START_MS;
+    kop_status st;
+    while (!stopping_requested(inf)) {
+        kop_err err = KOP_OK;
+        bool progressed = false;
+        if (!inf->rv) {
+            err = relist(inf, &st);
+            if (err == KOP_OK)
+                backoff = BACKOFF_START_MS;
+        }
+        if (err == KOP_OK)
+            err = watch_once(inf, &progressed, &st);
+        if (progressed)
+            backoff = BACKOFF_START_MS;
+        if (err == KOP_ECANCELED)
+            break;
+        if (err == KOP_EEOF)
+            continue; /* the server ended the watch: resume at once */
+        if (err == KOP_EGONE || err == KOP_EEXPIRED) {
+            count_error(inf, true);
+            free(inf->rv);
+            inf->rv = NULL; /* relist at once */
+            continue;
+        }
+        count_error(inf, false);
+        if (!sleep_backoff(inf, next_backoff(&backoff)))
+            break;
+    }
+    return NULL;
+}
+
+kop_err kop_informer_start(kop_informer *inf)
+{
+    pthread_mutex_lock(&inf->mu);
+    kop_err err = inf->started ? KOP_EINVAL : KOP_OK;
+    if (!err && pthread_create(&inf->thread, NULL, run, inf) != 0)
+        err = KOP_ENOMEM;
+    if (!err)
+        inf->started = true;
+    pthread_mutex_unlock(&inf->mu);
+    return err;
+}
+
+void kop_informer_stop(kop_informer *inf)
+{
+    pthread_mutex_lock(&inf->mu);
+    bool join = inf->started && !inf->stopping;
+    inf->stopping = true;
+    if (inf->watch)
+        kop_watch_cancel(inf->watch);
+    pthread_cond_broadcast(&inf->cond);
+    pthread_mutex_unlock(&inf->mu);
+    if (join)
+        pthread_join(inf->thread, NULL);
+}
+
+bool kop_informer_wait_synced(kop_informer *inf, long timeout_ms)
+{
+    struct timespec until = kop__time_after(CLOCK_MONOTONIC, timeout_ms);
+    pthread_mutex_lock(&inf->mu);
+    while (!inf->synced && !inf->stopping) {
+        if (timeout_ms < 0)
+            pthread_cond_wait(&inf->cond, &inf->mu);
+        else if (pthread_cond_timedwait(&inf->cond, &inf->mu, &until) != 0)
+            break;
+    }
+    bool synced = inf->synced;
+    pthread_mutex_unlock(&inf->mu);
+    return synced;
+}
+
+bool kop_informer_has_synced(kop_informer *inf)
+{
+    pthread_mutex_lock(&inf->mu);
+    bool s = inf->synced;
+    pthread_mutex_unlock(&inf->mu);
+    return s;
+}
+
+void kop_informer_get_stats(kop_informer *inf, kop_informer_stats *out)
+{
+    pthread_mutex_lock(&inf->mu);
+    *out = inf->stats;
+    pthread_mutex_unlock(&inf->mu);
+}
+
+const kop_resource *kop_informer_resource(const kop_informer *inf)
+{
+    return &inf->opts.resource;
+}
+
+/* ---- reads -------------------------------------------------------------- */
+
+kop_err kop_informer_get(kop_informer *inf, const char *ns, const char *name, json_t **out)
+{
+    char key[512];
+    *out = NULL;
+    int n = inf->opts.resource.namespaced && ns && ns[0]
+                ? snprintf(key, sizeof key, "%s/%s", ns, name)
+                : snprintf(key, sizeof key, "%s", name);
+    if (n <= 0 || (size_t)n >= sizeof key)
+        return KOP_EINVAL;
+    pthread_rwlock_rdlock(&inf->lock);
+    struct entry *e = kop__map_get(&inf->store, key);
+    if (e)
+        *out = parse_entry(e);
+    pthread_rwlock_unlock(&inf->lock);
+    if (!e)
+        return KOP_ENOTFOUND;
+    return *out ? KOP_OK : KOP_ENOMEM;
+}
+
+/* append_key parses the entry under key into arr. Lock held by the caller. */
+static kop_err append_key(kop_informer *inf, const char *key, json_t *arr)
+{
+    struct entry *e = kop__map_get(&inf->store, key);
+    if (!e)
+        return KOP_OK;
+    json_t *obj = parse_entry(e);
+    return obj && json_array_append_new(arr, obj) == 0 ? KOP_OK : KOP_ENOMEM;
+}
+
+kop_err kop_informer_by_index(kop_informer *inf, const char *index, const char *value,
+                              json_t **out)
+{
+    kop_err err = KOP_EINVAL;
+    *out = json_array();
+    if (!*out)
+        return KOP_ENOMEM;
+    pthread_rwlock_rdlock(&inf->lock);
+    for (int i = 0; i < inf->nindexes; i++) {
+        if (strcmp(inf->indexes[i].name, index) != 0)
+            continue;
+        err = KOP_OK;
+        kop__map *set = kop__map_get(&inf->indexes[i].by_value, value);
+        size_t pos = 0;
+        const char *k;
+        void *v;
+        while (!err && set && kop__map_next(set, &pos, &k, &v))
+            err = append_key(inf, k, *out);
+        break;
+    }
+    pthread_rwlock_unlock(&inf->lock);
+    if (err) {
+        json_decref(*out);
+        *out = NULL;
+    }
+    return err;
+}
+
+kop_err kop_informer_list(kop_informer *inf, const char *ns, json_t **out)
+{
+    if (ns && ns[0])
+        return kop_informer_by_index(inf, KOP_INDEX_NAMESPACE, ns, out);
+    kop_err err = KOP_OK;
+    *out = json_array();
+    if (!*out)
+        return KOP_ENOMEM;
+    pthread_rwlock_rdlock(&inf->lock);
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (!err && kop__map_next(&inf->store, &pos, &k, &v)) {
+        json_t *obj = parse_entry(v);
+        err = obj && json_array_append_new(*out, obj) == 0 ? KOP_OK : KOP_ENOMEM;
+    }
+    pthread_rwlock_unlock(&inf->lock);
+    if (err) {
+        json_decref(*out);
+        *out = NULL;
+    }
+    return err;
+}
+
+size_t kop_informer_len(kop_informer *inf)
+{
+    pthread_rwlock_rdlock(&inf->lock);
+    size_t n = inf->store.len;
+    pthread_rwlock_unlock(&inf->lock);
+    return n;
+}

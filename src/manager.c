@@ -1,0 +1,666 @@
+/*
+ * manager.c - caches, controllers, leader election, probes and shutdown
+ * (see kop/manager.h for the sequence kop_manager_run follows).
+ *
+ * Signals: kop_manager_new blocks SIGINT and SIGTERM in the calling thread
+ * before anything starts a thread (work queues start timer threads as
+ * controllers are added), so every thread of the operator inherits the mask;
+ * during kop_manager_run one thread takes them with sigwait and calls
+ * kop_manager_stop. No code runs in a signal handler. kop_manager_free
+ * restores the caller's mask.
+ *
+ * The HTTP endpoint is libmicrohttpd with its own polling thread; it reads
+ * only thread-safe state (metrics registry, informer sync flags).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "kop/leader.h"
+#include "kop/log.h"
+#include "kop_internal.h"
+#include "manager_internal.h"
+
+#define MAX_INFORMERS   32
+#define MAX_CONTROLLERS 16
+
+struct shared_informer {
+    const kop_resource *resource;
+    char *ns; /* NULL: all namespaces */
+    kop_informer *inf;
+};
+
+struct kop_manager {
+    kop_manager_opts opts;
+    char *name, *kubeconfig, *metrics_bind, *le_ns, *le_id; /* owned copies */
+
+    kop_config *cfg;
+    kop_client *client;
+    kop_metrics *metrics;
+    kop__reconcile_metrics rm;
+    kop_metric *rest_requests, *leader_status;
+
+    struct shared_informer informers[MAX_INFORMERS];
+    int ninformers;
+    kop_controller *controllers[MAX_CONTROLLERS];
+    int ncontrollers;
+
+    kop_leader *leader;
+    struct MHD_Daemon *http;
+    int port;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    bool stopping, lost, running;
+    bool abandoned; /* reconciles outlived the shutdown deadline */
+    sigset_t old_mask; /* the creator's signal mask, restored by free */
+};
+
+/* ---- flags -------------------------------------------------------------- */
+
+static const char usage_text[] =
+    "  --kubeconfig PATH        kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)\n"
+    "  --metrics-bind ADDR      /metrics, /healthz, /readyz on ADDR (default 127.0.0.1:9090; 0: off)\n"
+    "  --leader-elect           hold a Lease before reconciling (for several replicas)\n"
+    "  --log-format text|json   log line format (default text)\n"
+    "  -v N                     log verbosity (default 0)\n";
+
+const char *kop_manager_flags_usage(void)
+{
+    return usage_text;
+}
+
+/* flag_value returns the value of --name=value or of --name value. */
+static const char *flag_value(const char *arg, const char *name, int argc, char **argv, int *i)
+{
+    size_t n = strlen(name);
+    if (strncmp(arg, name, n) != 0)
+        return NULL;
+    if (arg[n] == '=')
+        return arg + n + 1;
+    if (arg[n] == '\0' && *i + 1 < argc)
+        return argv[++*i];
+    return NULL;
+}
+
+int kop_manager_parse_flag(kop_manager_opts *o, int argc, char **argv, int *i, kop_status *st)
+{
+    const char *arg = argv[*i], *v;
+    static kop_log_config log_cfg; /* the settings applied so far */
+    if (strcmp(arg, "--leader-elect") == 0 || strcmp(arg, "--leader-elect=true") == 0) {
+        o->leader_elect = true;
+    } else if (strcmp(arg, "--leader-elect=false") == 0) {
+        o->leader_elect = false;
+    } else if ((v = flag_value(arg, "--kubeconfig", argc, argv, i))) {
+        o->kubeconfig = v;
+    } else if ((v = flag_value(arg, "--metrics-bind", argc, argv, i))) {
+        o->metrics_bind = v;
+    } else if ((v = flag_value(arg, "--log-format", argc, argv, i))) {
+        if (kop_log_format_parse(v, &log_cfg.format) != KOP_OK) {
+            kop_status_setf(st, 0, NULL, "--log-format: \"%s\" is neither text nor json", v);
+            return -1;
+        }
+        kop_log_setup(&log_cfg);
+    } else if ((v = flag_value(arg, "-v", argc, argv, i)) ||
+               (v = flag_value(arg, "--v", argc, argv, i))) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (*end || n < 0 || n > 10) {
+            kop_status_setf(st, 0, NULL, "-v: \"%s\" is not a verbosity from 0 to 10", v);
+            return -1;
+        }
+        log_cfg.verbosity = (int)n;
+        kop_log_setup(&log_cfg);
+    } else {
+        return 0;
+    }
+    (*i)++;
+    return 1;
+}
+
+/* ---- construction ------------------------------------------------------- */
+
+static void count_response(const char *method, int code, void *user)
+{
+    kop_manager *m = user;
+    char code_s[16];
+    if (code > 0)
+        snprintf(code_s, sizeof code_s, "%d", code);
+    else
+        snprintf(code_s, sizeof code_s, "<error>");
+    /* client-go labels the host as host:port, without the scheme. */
+    const char *host = kop_config_server(m->cfg), *sep = strstr(host, "://");
+    const char *labels[] = {code_s, sep ? sep + 3 : host, method, NULL};
+    kop_metric_inc(m->rest_requests, labels);
+}
+
+static kop_err register_metrics(kop_manager *m)
+{
+    static const char *const ctl[] = {"controller", NULL};
+    static const char *const ctl_result[] = {"controller", "result", NULL};
+    static const char *const rest[] = {"code", "host", "method", NULL};
+    static const char *const le[] = {"name", NULL};
+    kop_err err = kop_metrics_counter(m->metrics, "controller_runtime_reconcile_total",
+                                      "Total number of reconciliations per controller",
+                                      ctl_result, &m->rm.total);
+    if (!err)
+        err = kop_metrics_counter(m->metrics, "controller_runtime_reconcile_errors_total",
+                                  "Total number of reconciliation errors per controller", ctl,
+                                  &m->rm.errors);
+    if (!err)
+        err = kop_metrics_histogram(m->metrics, "controller_runtime_reconcile_time_seconds",
+                                    "Length of time per reconciliation per controller", ctl,
+                                    NULL, 0, &m->rm.time);
+    if (!err)
+        err = kop_metrics_gauge(m->metrics, "controller_runtime_active_workers",
+                                "Number of currently used workers per controller", ctl,
+                                &m->rm.workers);
+    if (!err)
+        err = kop_metrics_gauge(m->metrics, "controller_runtime_max_concurrent_reconciles",
+                                "Maximum number of concurrent reconciles per controller", ctl,
+                                &m->rm.max_workers);
+    if (!err)
+        err = kop_metrics_counter(m->metrics, "rest_client_requests_total",
+                                  "Number of HTTP requests, partitioned by status code, method, "
+                                  "and host",
+                                  rest, &m->rest_requests);
+    if (!err)
+        err = kop_metrics_gauge(m->metrics, "leader_election_master_status",
+                                "Gauge of if the reporting system is master of the relevant lease, "
+                                "0 indicates backup, 1 indicates master. 'name' is the string used "
+                                "to identify the lease. Please make sure to group by name.",
+                                le, &m->leader_status);
+    return err;
+}
+
+static char *dup_opt(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+kop_err kop_manager_new(const kop_manager_opts *opts, kop_manager **out, kop_status *st)
+{
+    kop_err err = KOP_OK;
+    *out = NULL;
+    kop_manager *m = calloc(1, sizeof *m);
+    if (!m)
+        return KOP_ENOMEM;
+    m->opts = opts ? *opts : (kop_manager_opts){0};
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGINT);
+    sigaddset(&term, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &term, &m->old_mask);
+    m->name = strdup(m->opts.name ? m->opts.name : "kopc-operator");
+    m->kubeconfig = dup_opt(m->opts.kubeconfig);
+    m->metrics_bind = strdup(m->opts.metrics_bind ? m->opts.metrics_bind : "127.0.0.1:9090");
+    m->le_ns = dup_opt(m->opts.leader_election_namespace);
+    m->le_id = strdup(m->opts.leader_election_id ? m->opts.leader_election_id : m->name);
+    if (m->opts.shutdown_timeout_ms <= 0)
+        m->opts.shutdown_timeout_ms = 30000;
+    pthread_mutex_init(&m->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&m->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    if (!m->name || !m->metrics_bind || !m->le_id) {
+        err = KOP_ENOMEM;
+        goto out;
+    }
+    err = kop_metrics_new(&m->metrics);
+    if (!err)
+        err = register_metrics(m);
+    if (err)
+        goto out;
+    err = kop_config_auto(&(kop_config_opts){.kubeconfig = m->kubeconfig}, &m->cfg, st);
+    if (err)
+        goto out;
+    char ua[128];
+    snprintf(ua, sizeof ua, "%s/" KOP_VERSION_STRING " (libkop)", m->name);
+    kop_client_opts co = {
+        .qps = m->opts.client_qps,
+        .burst = m->opts.client_burst,
+        .user_agent = ua,
+        .on_response = count_response,
+        .on_response_user = m,
+    };
+    err = kop_client_new(m->cfg, &co, &m->client, st);
+    if (err)
+        goto out;
+    *out = m;
+    m = NULL;
+out:
+    kop_manager_free(m);
+    return err;
+}
+
+void kop_manager_free(kop_manager *m)
+{
+    if (!m)
+        return;
+    kop_manager_stop(m);
+    if (m->abandoned)
+        return; /* threads still use everything: the process is exiting */
+    for (int i = 0; i < m->ncontrollers; i++) {
+        kop__controller_shutdown(m->controllers[i]);
+        kop__controller_join(m->controllers[i], NULL);
+        kop__controller_free(m->controllers[i]);
+    }
+    for (int i = 0; i < m->ninformers; i++) {
+        kop_informer_free(m->informers[i].inf);
+        free(m->informers[i].ns);
+    }
+    kop_leader_free(m->leader);
+    if (m->http)
+        MHD_stop_daemon(m->http);
+    kop_client_free(m->client);
+    kop_config_free(m->cfg);
+    kop_metrics_free(m->metrics);
+    pthread_mutex_destroy(&m->mu);
+    pthread_cond_destroy(&m->cond);
+    free(m->name);
+    free(m->kubeconfig);
+    free(m->metrics_bind);
+    free(m->le_ns);
+    free(m->le_id);
+    pthread_sigmask(SIG_SETMASK, &m->old_mask, NULL);
+    free(m);
+}
+
+/* ---- accessors ---------------------------------------------------------- */
+
+kop_client *kop_manager_client(kop_manager *m)
+{
+    return m->client;
+}
+
+kop_config *kop_manager_config(kop_manager *m)
+{
+    return m->cfg;
+}
+
+kop_metrics *kop_manager_metrics(kop_manager *m)
+{
+    return m->metrics;
+}
+
+int kop_manager_bound_port(kop_manager *m)
+{
+    return m->port;
+}
+
+const kop__reconcile_metrics *kop__manager_reconcile_metrics(kop_manager *m)
+{
+    return &m->rm;
+}
+
+kop_err kop__manager_add_controller(kop_manager *m, kop_controller *c)
+{
+    if (m->running)
+        return KOP_EINVAL;
+    if (m->ncontrollers >= MAX_CONTROLLERS)
+        return KOP_ETOOBIG;
+    m->controllers[m->ncontrollers++] = c;
+    return KOP_OK;
+}
+
+static bool same_scope(const struct shared_informer *s, const kop_resource *r, const char *ns)
+{
+    const kop_resource *a = s->resource;
+    bool same_ns = (!s->ns && (!ns || !ns[0])) || (s->ns && ns && strcmp(s->ns, ns) == 0);
+    return same_ns && strcmp(a->group, r->group) == 0 && strcmp(a->version, r->version) == 0 &&
+           strcmp(a->resource, r->resource) == 0;
+}
+
+kop_err kop_manager_informer(kop_manager *m, const kop_resource *r, const char *ns,
+                             kop_informer **out)
+{
+    *out = NULL;
+    for (int i = 0; i < m->ninformers; i++) {
+        if (same_scope(&m->informers[i], r, ns)) {
+            *out = m->informers[i].inf;
+            return KOP_OK;
+        }
+    }
+    if (m->running)
+        return KOP_EINVAL;
+    if (m->ninformers >= MAX_INFORMERS)
+        return KOP_ETOOBIG;
+    struct shared_informer *s = &m->informers[m->ninformers];
+    kop_informer_opts io = {.resource = *r, .namespace = r->namespaced ? ns : NULL};
+    kop_err err = kop_informer_new(m->client, &io, &s->inf);
+    if (err)
+        return err;
+    s->resource = r;
+    s->ns = r->namespaced && ns && ns[0] ? strdup(ns) : NULL;
+    m->ninformers++;
+    *out = s->inf;
+    return KOP_OK;
+}
+
+/* ---- state -------------------------------------------------------------- */
+
+void kop_manager_stop(kop_manager *m)
+{
+    pthread_mutex_lock(&m->mu);
+    m->stopping = true;
+    pthread_cond_broadcast(&m->cond);
+    pthread_mutex_unlock(&m->mu);
+}
+
+static bool stop_requested(kop_manager *m)
+{
+    pthread_mutex_lock(&m->mu);
+    bool s = m->stopping;
+    pthread_mutex_unlock(&m->mu);
+    return s;
+}
+
+bool kop_manager_is_leader(kop_manager *m)
+{
+    return !m->opts.leader_elect || (m->leader && kop_leader_is_leader(m->leader));
+}
+
+bool kop__manager_may_reconcile(kop_manager *m)
+{
+    return !stop_requested(m) && kop_manager_is_leader(m);
+}
+
+/* wait_stop sleeps up to ms or until stop is requested; true when stopping. */
+static bool wait_stop(kop_manager *m, long ms)
+{
+    struct timespec until = kop__time_after(CLOCK_MONOTONIC, ms);
+    pthread_mutex_lock(&m->mu);
+    while (!m->stopping && pthread_cond_timedwait(&m->cond, &m->mu, &until) == 0)
+        ;
+    bool s = m->stopping;
+    pthread_mutex_unlock(&m->mu);
+    return s;
+}
+
+/* ---- HTTP: /metrics, /healthz, /readyz ------------------------------------ */
+
+static bool all_synced(kop_manager *m)
+{
+    for (int i = 0; i < m->ninformers; i++)
+        if (!kop_informer_has_synced(m->informers[i].inf))
+            return false;
+    return true;
+}
+
+static enum MHD_Result respond(struct MHD_Connection *conn, unsigned code, const char *type,
+                               char *body, size_t len, enum MHD_ResponseMemoryMode mode)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, mode);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    enum MHD_Result ret = MHD_queue_response(conn, code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const char *url,
+                               const char *method, const char *version, const char *upload,
+                               size_t *upload_size, void **req_cls)
+{
+    kop_manager *m = cls;
+    (void)version;
+    (void)upload;
+    (void)upload_size;
+    (void)req_cls;
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+        return respond(conn, 405, "text/plain", "method not allowed\n", 19,
+                       MHD_RESPMEM_PERSISTENT);
+    if (strcmp(url, "/metrics") == 0) {
+        char *text = NULL;
+        size_t len = 0;
+        if (kop_metrics_render(m->metrics, &text, &len) != KOP_OK)
+            return respond(conn, 500, "text/plain", "metrics unavailable\n", 20,
+                           MHD_RESPMEM_PERSISTENT);
+        return respond(conn, 200, KOP_METRICS_CONTENT_TYPE, text, len, MHD_RESPMEM_MUST_FREE);
+    }
+    if (strcmp(url, "/healthz") == 0 || strcmp(url, "/livez") == 0)
+        return respond(conn, 200, "text/plain", "ok", 2, MHD_RESPMEM_PERSISTENT);
+    if (strcmp(url, "/readyz") == 0) {
+        if (all_synced(m) && !stop_requested(m))
+            return respond(conn, 200, "text/plain", "ok", 2, MHD_RESPMEM_PERSISTENT);
+        return respond(conn, 503, "text/plain", "caches not synced\n", 18,
+                       MHD_RESPMEM_PERSISTENT);
+    }
+    return respond(conn, 404, "text/plain", "not found\n", 10, MHD_RESPMEM_PERSISTENT);
+}
+
+/* parse_bind reads "host:port" (host an IPv4 address, "" or "localhost"). */
+static kop_err parse_bind(const char *bind, struct sockaddr_in *sa, kop_status *st)
+{
+    const char *colon = strrchr(bind, ':');
+    char host[64];
+    memset(sa, 0, sizeof *sa);
+    sa->sin_family = AF_INET;
+    if (!colon || (size_t)(colon - bind) >= sizeof host)
+        goto bad;
+    snprintf(host, sizeof host, "%.*s", (int)(colon - bind), bind);
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || port < 0 || port > 65535)
+        goto bad;
+    sa->sin_port = htons((uint16_t)port);
+    if (!host[0] || strcmp(host, "0.0.0.0") == 0)
+        sa->sin_addr.s_addr = htonl(INADDR_ANY);
+    else if (strcmp(host, "localhost") == 0)
+        sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    else if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
+        goto bad;
+    return KOP_OK;
+bad:
+    kop_status_setf(st, 0, NULL, "--metrics-bind \"%s\": want HOST:PORT with an IPv4 host", bind);
+    return KOP_EINVAL;
+}
+
+static kop_err start_http(kop_manager *m, kop_status *st)
+{
+    struct sockaddr_in sa;
+    if (strcmp(m->metrics_bind, "0") == 0)
+        return KOP_OK;
+    kop_err err = parse_bind(m->metrics_bind, &sa, st);
+    if (err)
+        return err;
+    m->http = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL,
+                               on_http, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_END);
+    if (!m->http) {
+        kop_status_setf(st, 0, NULL, "cannot serve metrics on %s: %s", m->metrics_bind,
+                        strerror(errno));
+        return KOP_EIO;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(m->http, MHD_DAEMON_INFO_BIND_PORT);
+    m->port = info ? info->port : ntohs(sa.sin_port);
+    kop_log(KOP_LOG_INFO, "serving metrics and probes", KOP_LOG_STR("bind", m->metrics_bind),
+            KOP_LOG_INT("port", m->port));
+    return KOP_OK;
+}
+
+/* ---- signals ------------------------------------------------------------ */
+
+struct signal_waiter {
+    kop_manager *m;
+    sigset_t set;
+    pthread_t thread;
+    bool quit;
+};
+
+static void *wait_signals(void *arg)
+{
+    struct signal_waiter *w = arg;
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&w->set, &sig) != 0)
+            continue;
+        if (__atomic_load_n(&w->quit, __ATOMIC_ACQUIRE))
+            return NULL;
+        kop_log(KOP_LOG_INFO, "signal received: shutting down", KOP_LOG_INT("signal", sig));
+        kop_manager_stop(w->m);
+    }
+}
+
+/* ---- leader election ---------------------------------------------------- */
+
+static void started_leading(void *user)
+{
+    kop_manager *m = user;
+    const char *labels[] = {m->le_id, NULL};
+    kop_metric_set(m->leader_status, labels, 1);
+    kop_log(KOP_LOG_INFO, "became leader", KOP_LOG_STR("lease", m->le_id));
+    pthread_mutex_lock(&m->mu);
+    pthread_cond_broadcast(&m->cond);
+    pthread_mutex_unlock(&m->mu);
+}
+
+static void stopped_leading(void *user)
+{
+    kop_manager *m = user;
+    const char *labels[] = {m->le_id, NULL};
+    kop_metric_set(m->leader_status, labels, 0);
+    pthread_mutex_lock(&m->mu);
+    if (!m->stopping) {
+        m->lost = true; /* not our decision: the Lease was lost */
+        m->stopping = true;
+    }
+    pthread_cond_broadcast(&m->cond);
+    pthread_mutex_unlock(&m->mu);
+}
+
+static kop_err start_leader(kop_manager *m, kop_status *st)
+{
+    const char *labels[] = {m->le_id, NULL};
+    kop_metric_set(m->leader_status, labels, 0);
+    kop_leader_opts lo = {
+        .lease_namespace = m->le_ns ? m->le_ns : kop_config_namespace(m->cfg),
+        .lease_name = m->le_id,
+        .release_on_stop = true,
+        .on_started_leading = started_leading,
+        .on_stopped_leading = stopped_leading,
+        .user = m,
+    };
+    kop_err err = kop_leader_new(m->client, &lo, &m->leader, st);
+    if (!err)
+        err = kop_leader_start(m->leader);
+    if (!err)
+        kop_log(KOP_LOG_INFO, "waiting for the lease", KOP_LOG_STR("lease", m->le_id),
+                KOP_LOG_STR("identity", kop_leader_identity(m->leader)));
+    return err;
+}
+
+/* ---- run ---------------------------------------------------------------- */
+
+static kop_err start_informers(kop_manager *m, kop_status *st)
+{
+    for (int i = 0; i < m->ninformers; i++) {
+        kop_err err = kop_informer_start(m->informers[i].inf);
+        if (err) {
+            kop_status_setf(st, 0, NULL, "start informer for %s", m->informers[i].resource->resource);
+            return err;
+        }
+    }
+    for (int i = 0; i < m->ninformers; i++) {
+        while (!kop_informer_wait_synced(m->informers[i].inf, 500))
+            if (stop_requested(m))
+                return KOP_ECANCELED;
+    }
+    kop_log(KOP_LOG_INFO, "caches synced", KOP_LOG_INT("informers", m->ninformers));
+    return KOP_OK;
+}
+
+/*
+ * shut_down stops taking work, gives reconciles in flight until the
+ * shutdown deadline, then stops the elector (releasing the Lease only once
+ * no reconcile runs), the informers and the endpoint. Returns false when
+ * reconciles outlived the deadline: they are abandoned to the exiting
+ * process, and nothing they might use is freed.
+ */
+static bool shut_down(kop_manager *m)
+{
+    struct timespec deadline = kop__time_after(CLOCK_REALTIME, m->opts.shutdown_timeout_ms);
+    kop_log(KOP_LOG_INFO, "stopping controllers");
+    for (int i = 0; i < m->ncontrollers; i++)
+        kop__controller_shutdown(m->controllers[i]);
+    for (int i = 0; i < m->ncontrollers; i++) {
+        if (!kop__controller_join(m->controllers[i], &deadline)) {
+            kop_log(KOP_LOG_ERROR, "reconciles still running at the shutdown deadline",
+                    KOP_LOG_STR("controller", kop_controller_name(m->controllers[i])),
+                    KOP_LOG_INT("deadline_ms", m->opts.shutdown_timeout_ms));
+            m->abandoned = true;
+            return false;
+        }
+    }
+    if (m->leader)
+        kop_leader_stop(m->leader); /* releases the Lease: reconciles are over */
+    for (int i = 0; i < m->ninformers; i++)
+        kop_informer_stop(m->informers[i].inf);
+    if (m->http) {
+        MHD_stop_daemon(m->http);
+        m->http = NULL;
+    }
+    return true;
+}
+
+kop_err kop_manager_run(kop_manager *m, kop_status *st)
+{
+    kop_err err = KOP_OK;
+    struct signal_waiter sw = {.m = m};
+    bool waiter = false;
+
+    kop_status_clear(st);
+    if (m->running)
+        return KOP_EINVAL;
+    m->running = true;
+    sigemptyset(&sw.set);
+    sigaddset(&sw.set, SIGINT);
+    sigaddset(&sw.set, SIGTERM); /* blocked since kop_manager_new */
+    if (pthread_create(&sw.thread, NULL, wait_signals, &sw) == 0)
+        waiter = true;
+
+    err = start_http(m, st);
+    if (!err)
+        err = start_informers(m, st);
+    if (!err && m->opts.leader_elect)
+        err = start_leader(m, st);
+    while (!err && !kop_manager_is_leader(m) && !wait_stop(m, 200))
+        ;
+    for (int i = 0; !err && !stop_requested(m) && i < m->ncontrollers; i++)
+        err = kop__controller_start(m->controllers[i]);
+    if (!err)
+        while (!wait_stop(m, 1000))
+            ;
+
+    if (!shut_down(m) && !err) {
+        kop_status_setf(st, 0, NULL, "reconciles outlived the %ld ms shutdown deadline",
+                        m->opts.shutdown_timeout_ms);
+        err = KOP_ETIMEOUT;
+    }
+    if (err == KOP_ECANCELED)
+        err = KOP_OK; /* stopped during start-up */
+    if (!err && m->lost) {
+        kop_status_setf(st, 0, NULL, "leader election lost: stopped reconciling");
+        err = KOP_ESHUTDOWN;
+    }
+    if (waiter) {
+        __atomic_store_n(&sw.quit, true, __ATOMIC_RELEASE);
+        pthread_kill(sw.thread, SIGTERM); /* blocked everywhere: sigwait takes it */
+        pthread_join(sw.thread, NULL);
+    }
+    kop_log(KOP_LOG_INFO, "manager stopped");
+    return err;
+}

@@ -1,0 +1,806 @@
+/*
+ * workqueue.c - the work queue between event handlers and reconcile workers
+ * (see kop/workqueue.h), with client-go's semantics.
+ *
+ * Workload: informer event handlers add keys at up to thousands per second,
+ * mostly keys already queued (an object changes several times before a
+ * worker gets to it); a handful of workers take them; failed reconciles come
+ * back through add_rate_limited, requeue-after results through add_after.
+ * So every operation is O(1) except the timer heap's O(log n).
+ *
+ * One record per key the queue knows about, in an open-addressing hash
+ * table (linear probing, backward-shift deletion: keys churn constantly, so
+ * no tombstones). The record carries all of the key's state, and lives
+ * while any of it is set:
+ *
+ *   dirty       the key needs processing: it is queued, or it is in flight
+ *               and will be queued again at done;
+ *   queued      it is in the FIFO (intrusive list);   queued => dirty && !processing
+ *   processing  a worker holds it (intrusive in-flight list);
+ *   heap_pos    it waits in the add_after heap for ready_ns;
+ *   requeues    rate-limited adds since the last forget (the backoff exponent).
+ *
+ * The number of records is capped at opts.max_keys (default 1,000,000;
+ * client-go has no cap): beyond it, adds of new keys are dropped and counted
+ * in kop_workqueue_dropped_total, so a flood of distinct keys cannot take
+ * all memory. A dropped key is picked up again at the next informer resync.
+ *
+ * One mutex guards everything. Three condition variables: ready (getters
+ * wait for a queued key), timer (the timer thread waits for the earliest
+ * heap time, on CLOCK_MONOTONIC) and drain (shutdown_drain waits for the
+ * in-flight list to empty). Metric families have their own locks, taken
+ * inside q->lock; the render-time collector takes q->lock inside the
+ * registry's collect lock, and nothing here takes a registry lock while
+ * holding q->lock, so there is no cycle.
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kop/workqueue.h"
+#include "kop_internal.h"
+
+#define NOT_WAITING SIZE_MAX
+#define MIN_SLOTS   64
+
+struct item {
+    uint64_t hash;
+    bool dirty;
+    bool queued;
+    bool processing;
+    bool has_added;     /* added_ns is set */
+    int requeues;
+    size_t heap_pos;    /* index in q->heap, or NOT_WAITING */
+    int64_t ready_ns;   /* while waiting: when it is due */
+    int64_t added_ns;   /* when it last became dirty: queue_duration starts */
+    int64_t started_ns; /* while processing: work_duration starts */
+    struct item *next;  /* FIFO */
+    struct item *prev_inflight, *next_inflight;
+    char key[];
+};
+
+struct kop_workqueue {
+    kop_workqueue_opts opts; /* defaults applied; opts.name points at name */
+    char *name;
+
+    pthread_mutex_t lock;
+    pthread_cond_t ready_cond; /* a key was queued, or shutdown */
+    pthread_cond_t timer_cond; /* the earliest heap time changed, or shutdown */
+    pthread_cond_t drain_cond; /* the in-flight list emptied, or shutdown */
+    pthread_t timer;
+    bool timer_started;
+    bool shutting_down;
+    bool draining;
+
+    struct item **slots; /* hash table of every record */
+    size_t nslots;       /* power of two; load kept in [1/8, 1/2] */
+    size_t nitems;
+
+    struct item *head, *tail; /* FIFO of queued keys */
+    size_t nqueued;
+    size_t ndirty;
+
+    struct item *inflight; /* keys handed out */
+    size_t ninflight;
+
+    struct item **heap; /* min-heap on ready_ns */
+    size_t nheap;
+    size_t cap_heap;
+
+    double tokens; /* overall token bucket; may go negative (reservations) */
+    int64_t refilled_ns;
+
+    kop_metric *depth, *adds, *latency, *work, *unfinished, *longest, *retries, *dropped;
+    const char *lv[3];       /* {name, name, NULL}: name and controller */
+    const char *depth_lv[4]; /* {name, name, "", NULL}: plus priority */
+};
+
+/* ---- time --------------------------------------------------------------- */
+
+static int64_t now_ns(void)
+{
+    return kop__mono_ns();
+}
+
+static double seconds(int64_t ns)
+{
+    return (double)ns / 1e9;
+}
+
+/* ---- the record table --------------------------------------------------- */
+
+/* hash_key: FNV-1a, good enough for "namespace/name" keys. */
+static uint64_t hash_key(const char *key)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ULL;
+    return h;
+}
+
+/* slot_of returns the index holding key, or the empty index where it would
+ * go. The table always has an empty slot. */
+static size_t slot_of(const kop_workqueue *q, const char *key, uint64_t hash)
+{
+    size_t mask = q->nslots - 1;
+    size_t i = hash & mask;
+    while (q->slots[i] && (q->slots[i]->hash != hash || strcmp(q->slots[i]->key, key) != 0))
+        i = (i + 1) & mask;
+    return i;
+}
+
+static struct item *find(const kop_workqueue *q, const char *key)
+{
+    if (!key)
+        return NULL;
+    return q->slots[slot_of(q, key, hash_key(key))];
+}
+
+/* resize rehashes into n slots (a power of two above nitems * 2). */
+static kop_err resize(kop_workqueue *q, size_t n)
+{
+    struct item **slots = calloc(n, sizeof *slots);
+    if (!slots)
+        return KOP_ENOMEM;
+    for (size_t i = 0; i < q->nslots; i++) {
+        struct item *it = q->slots[i];
+        if (!it)
+            continue;
+        size_t j = it->hash & (n - 1);
+        while (slots[j])
+            j = (j + 1) & (n - 1);
+        slots[j] = it;
+    }
+    free(q->slots);
+    q->slots = slots;
+    q->nslots = n;
+    return KOP_OK;
+}
+
+/*
+ * lookup returns key's record, creating an idle one if needed. NULL if the
+ * key cap is reached or memory runs out: the caller drops its add and counts
+ * it.
+ */
+static struct item *lookup(kop_workqueue *q, const char *key)
+{
+    uint64_t hash = hash_key(key);
+    size_t i = slot_of(q, key, hash);
+    if (q->slots[i])
+        return q->slots[i];
+    if (q->nitems >= q->opts.max_keys)
+        return NULL;
+    if ((q->nitems + 1) * 2 > q->nslots) {
+        if (resize(q, q->nslots * 2) != KOP_OK)
+            return NULL;
+        i = slot_of(q, key, hash);
+    }
+    size_t len = strlen(key);
+    struct item *it = calloc(1, sizeof *it + len + 1);
+    if (!it)
+        return NULL;
+    memcpy(it->key, key, len + 1);
+    it->hash = hash;
+    it->heap_pos = NOT_WAITING;
+    q->slots[i] = it;
+    q->nitems++;
+    return it;
+}
+
+/* unlink_slot empties slot i and moves later entries of its probe run back
+ * so that every entry stays reachable from its home slot. */
+static void unlink_slot(kop_workqueue *q, size_t i)
+{
+    size_t mask = q->nslots - 1;
+    q->slots[i] = NULL;
+    for (size_t j = (i + 1) & mask; q->slots[j]; j = (j + 1) & mask) {
+        size_t home = q->slots[j]->hash & mask;
+        /* The entry at j may move to the hole at i unless its home lies
+         * cyclically in (i, j]. */
+        bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+        if (!stays) {
+            q->slots[i] = q->slots[j];
+            q->slots[j] = NULL;
+            i = j;
+        }
+    }
+}
+
+/* release frees it if nothing about it remains to remember. */
+static void release_if_idle(kop_workqueue *q, struct item *it)
+{
+    if (it->dirty || it->processing || it->heap_pos != NOT_WAITING || it->requeues > 0)
+        return;
+    KOP_ASSERT(!it->queued);
+    unlink_slot(q, slot_of(q, it->key, it->hash));
+    q->nitems--;
+    free(it);
+    if (q->nslots > MIN_SLOTS && q->nitems * 8 < q->nslots)
+        (void)resize(q, q->nslots / 2); /* on failure the table just stays larger */
+}
+
+/* ---- the timer heap ----------------------------------------------------- */
+
+static void heap_set(kop_workqueue *q, size_t pos, struct item *it)
+{
+    q->heap[pos] = it;
+    it->heap_pos = pos;
+}
+
+static void sift_up(kop_workqueue *q, size_t pos)
+{
+    struct item *it = q->heap[pos];
+    while (pos > 0) {
+        size_t parent = (pos - 1) / 2;
+        if (q->heap[parent]->ready_ns <= it->ready_ns)
+            break;
+        heap_set(q, pos, q->heap[parent]);
+        pos = parent;
+    }
+    heap_set(q, pos, it);
+}
+
+static void sift_down(kop_workqueue *q, size_t pos)
+{
+    struct item *it = q->heap[pos];
+    for (;;) {
+        size_t child = 2 * pos + 1;
+        if (child >= q->nheap)
+            break;
+        if (child + 1 < q->nheap && q->heap[child + 1]->ready_ns < q->heap[child]->ready_ns)
+            child++;
+        if (it->ready_ns <= q->heap[child]->ready_ns)
+            break;
+        heap_set(q, pos, q->heap[child]);
+        pos = child;
+    }
+    heap_set(q, pos, it);
+}
+
+static struct item *heap_pop(kop_workqueue *q)
+{
+    struct item *top = q->heap[0];
+    top->heap_pos = NOT_WAITING;
+    if (--q->nheap > 0) {
+        heap_set(q, 0, q->heap[q->nheap]);
+        sift_down(q, 0);
+    }
+    return top;
+}
+
+/*
+ * schedule makes it due at ready_ns, or earlier if it already waits for an
+ * earlier time. Wakes the timer thread when the earliest time changed.
+ * Returns false (the add is dropped) when the heap cannot grow.
+ */
+static bool schedule(kop_workqueue *q, struct item *it, int64_t ready_ns)
+{
+    if (it->heap_pos != NOT_WAITING) {
+        if (ready_ns >= it->ready_ns)
+            return true; /* the earlier time wins */
+        it->ready_ns = ready_ns;
+        sift_up(q, it->heap_pos);
+    } else {
+        if (q->nheap == q->cap_heap) {
+            size_t n = q->cap_heap ? q->cap_heap * 2 : 16;
+            struct item **h = realloc(q->heap, n * sizeof *h);
+            if (!h)
+                return false;
+            q->heap = h;
+            q->cap_heap = n;
+        }
+        it->ready_ns = ready_ns;
+        heap_set(q, q->nheap++, it);
+        sift_up(q, it->heap_pos);
+    }
+    if (it->heap_pos == 0)
+        pthread_cond_signal(&q->timer_cond);
+    return true;
+}
+
+/* ---- queue operations, with q->lock held -------------------------------- */
+
+static void count_dropped(kop_workqueue *q)
+{
+    kop_metric_inc(q->dropped, q->lv);
+}
+
+static void fifo_push(kop_workqueue *q, struct item *it)
+{
+    KOP_ASSERT(it->dirty && !it->processing && !it->queued);
+    it->queued = true;
+    it->next = NULL;
+    if (q->tail)
+        q->tail->next = it;
+    else
+        q->head = it;
+    q->tail = it;
+    q->nqueued++;
+    pthread_cond_signal(&q->ready_cond);
+}
+
+static struct item *fifo_pop(kop_workqueue *q)
+{
+    struct item *it = q->head;
+    q->head = it->next;
+    if (!q->head)
+        q->tail = NULL;
+    it->next = NULL;
+    it->queued = false;
+    q->nqueued--;
+    return it;
+}
+
+/* add_locked marks it dirty and queues it unless a worker holds it. */
+static void add_locked(kop_workqueue *q, struct item *it)
+{
+    if (it->dirty)
+        return; /* queued already, or will be at done */
+    it->dirty = true;
+    q->ndirty++;
+    if (!it->has_added) {
+        it->added_ns = now_ns();
+        it->has_added = true;
+    }
+    kop_metric_inc(q->adds, q->lv);
+    kop_metric_set(q->depth, q->depth_lv, (double)q->ndirty);
+    if (!it->processing)
+        fifo_push(q, it);
+}
+
+/* add_after_locked counts a retry, then adds it now or at now + delay_ns. */
+static void add_after_locked(kop_workqueue *q, struct item *it, int64_t delay_ns)
+{
+    kop_metric_inc(q->retries, q->lv);
+    if (delay_ns <= 0) {
+        add_locked(q, it);
+        return;
+    }
+    if (!schedule(q, it, now_ns() + delay_ns)) {
+        count_dropped(q);
+        release_if_idle(q, it);
+    }
+}
+
+/* backoff_ns is the per-key delay for the next retry: base * 2^requeues,
+ * capped; doubling stops at the cap, so any requeue count is safe. */
+static int64_t backoff_ns(const kop_workqueue *q, int requeues)
+{
+    double max = (double)q->opts.max_delay_ms * 1e6;
+    double d = (double)q->opts.base_delay_ms * 1e6;
+    for (int i = 0; i < requeues && d < max; i++)
+        d *= 2;
+    return (int64_t)(d < max ? d : max);
+}
+
+/* bucket_ns reserves one token of the overall bucket and returns how long
+ * to wait for it (golang.org/x/time/rate's Reserve().Delay()). */
+static int64_t bucket_ns(kop_workqueue *q)
+{
+    if (q->opts.qps < 0)
+        return 0;
+    int64_t now = now_ns();
+    q->tokens += seconds(now - q->refilled_ns) * q->opts.qps;
+    if (q->tokens > q->opts.burst)
+        q->tokens = q->opts.burst;
+    q->refilled_ns = now;
+    q->tokens -= 1;
+    return q->tokens < 0 ? (int64_t)(-q->tokens / q->opts.qps * 1e9) : 0;
+}
+
+/* ---- timer thread ------------------------------------------------------- */
+
+static struct timespec to_timespec(int64_t ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000), .tv_nsec = (long)(ns % 1000000000)};
+    return ts;
+}
+
+/* timer_main moves due keys from the heap to the queue, then sleeps until
+ * the next one is due or schedule() announces an earlier one. */
+static void *timer_main(void *arg)
+{
+    kop_workqueue *q = arg;
+    pthread_mutex_lock(&q->lock);
+    while (!q->shutting_down) {
+        int64_t now = now_ns();
+        while (q->nheap > 0 && q->heap[0]->ready_ns <= now)
+            add_locked(q, heap_pop(q));
+        if (q->nheap == 0) {
+            pthread_cond_wait(&q->timer_cond, &q->lock);
+        } else {
+            struct timespec due = to_timespec(q->heap[0]->ready_ns);
+            pthread_cond_timedwait(&q->timer_cond, &q->lock, &due);
+        }
+    }
+    pthread_mutex_unlock(&q->lock);
+    return NULL;
+}
+
+/* ---- metrics ------------------------------------------------------------ */
+
+/* collect computes the in-flight gauges at render time, as client-go's
+ * updateUnfinishedWork does every 500 ms. */
+static void collect(void *user)
+{
+    kop_workqueue *q = user;
+    double total = 0, longest = 0;
+    pthread_mutex_lock(&q->lock);
+    int64_t now = now_ns();
+    for (struct item *it = q->inflight; it; it = it->next_inflight) {
+        double age = seconds(now - it->started_ns);
+        total += age;
+        if (age > longest)
+            longest = age;
+    }
+    kop_metric_set(q->unfinished, q->lv, total);
+    kop_metric_set(q->longest, q->lv, longest);
+    pthread_mutex_unlock(&q->lock);
+}
+
+static kop_err register_metrics(kop_workqueue *q, kop_metrics *m)
+{
+    static const char *const labels[] = {"name", "controller", NULL};
+    static const char *const depth_labels[] = {"name", "controller", "priority", NULL};
+    double b[12];
+    kop_err err;
+
+    /* Both durations use ExponentialBuckets(10e-9, 10, 12), 10 ns to 1000 s, as
+     * controller-runtime's workqueue metrics provider (v0.24). */
+    err = kop_metrics_exponential_buckets(10e-9, 10, 12, b);
+    if (!err)
+        err = kop_metrics_gauge(m, "workqueue_depth",
+                                "Current depth of workqueue by workqueue and priority",
+                                depth_labels, &q->depth);
+    if (!err)
+        err = kop_metrics_counter(m, "workqueue_adds_total",
+                                  "Total number of adds handled by workqueue", labels, &q->adds);
+    if (!err)
+        err = kop_metrics_histogram(
+            m, "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested", labels, b,
+            12, &q->latency);
+    if (!err)
+        err = kop_metrics_histogram(m, "workqueue_work_duration_seconds",
+                                    "How long in seconds processing an item from workqueue takes.",
+                                    labels, b, 12, &q->work);
+    if (!err)
+        err = kop_metrics_gauge(
+            m, "workqueue_unfinished_work_seconds",
+            "How many seconds of work has been done that is in progress and hasn't been "
+            "observed by work_duration. Large values indicate stuck threads. One can deduce "
+            "the number of stuck threads by observing the rate at which this increases.",
+            labels, &q->unfinished);
+    if (!err)
+        err = kop_metrics_gauge(
+            m, "workqueue_longest_running_processor_seconds",
+            "How many seconds has the longest running processor for workqueue been running.",
+            labels, &q->longest);
+    if (!err)
+        err = kop_metrics_counter(m, "workqueue_retries_total",
+                                  "Total number of retries handled by workqueue", labels,
+                                  &q->retries);
+    if (!err)
+        err = kop_metrics_counter(
+            m, "kop_workqueue_dropped_total",
+            "Adds dropped because the workqueue held its maximum number of distinct keys",
+            labels, &q->dropped);
+    if (err)
+        return err;
+
+    /* Every series exists from the start, at zero, as with client-go. */
+    kop_metric_touch(q->depth, q->depth_lv);
+    kop_metric_touch(q->adds, q->lv);
+    kop_metric_touch(q->latency, q->lv);
+    kop_metric_touch(q->work, q->lv);
+    kop_metric_touch(q->unfinished, q->lv);
+    kop_metric_touch(q->longest, q->lv);
+    kop_metric_touch(q->retries, q->lv);
+    return kop_metrics_add_collector(m, collect, q);
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+static void apply_defaults(kop_workqueue_opts *o)
+{
+    if (o->qps == 0)
+        o->qps = KOP_WORKQUEUE_DEFAULT_QPS;
+    if (o->burst <= 0)
+        o->burst = KOP_WORKQUEUE_DEFAULT_BURST;
+    if (o->base_delay_ms <= 0)
+        o->base_delay_ms = KOP_WORKQUEUE_DEFAULT_BASE_MS;
+    if (o->max_delay_ms <= 0)
+        o->max_delay_ms = KOP_WORKQUEUE_DEFAULT_MAX_MS;
+    if (o->max_delay_ms < o->base_delay_ms)
+        o->max_delay_ms = o->base_delay_ms;
+    if (o->max_keys == 0)
+        o->max_keys = KOP_WORKQUEUE_DEFAULT_MAX_KEYS;
+}
+
+kop_err kop_workqueue_new(const kop_workqueue_opts *opts, kop_workqueue **out)
+{
+    kop_err err = KOP_ENOMEM;
+    kop_workqueue *q = NULL;
+    pthread_condattr_t attr;
+
+    if (!out)
+        return KOP_EINVAL;
+    *out = NULL;
+    if (opts && opts->metrics && !opts->name)
+        return KOP_EINVAL;
+    q = calloc(1, sizeof *q);
+    if (!q)
+        return KOP_ENOMEM;
+    if (opts)
+        q->opts = *opts;
+    apply_defaults(&q->opts);
+    pthread_mutex_init(&q->lock, NULL);
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&q->ready_cond, NULL);
+    pthread_cond_init(&q->timer_cond, &attr);
+    pthread_cond_init(&q->drain_cond, NULL);
+    pthread_condattr_destroy(&attr);
+    q->tokens = q->opts.burst;
+    q->refilled_ns = now_ns();
+
+    q->name = strdup(q->opts.name ? q->opts.name : "");
+    q->slots = calloc(MIN_SLOTS, sizeof *q->slots);
+    if (!q->name || !q->slots)
+        goto out;
+    q->nslots = MIN_SLOTS;
+    q->opts.name = q->name;
+    q->lv[0] = q->lv[1] = q->name;
+    q->depth_lv[0] = q->depth_lv[1] = q->name;
+    q->depth_lv[2] = "";
+    if (q->opts.metrics) {
+        err = register_metrics(q, q->opts.metrics);
+        if (err)
+            goto out;
+    }
+    if (pthread_create(&q->timer, NULL, timer_main, q) != 0) {
+        err = KOP_EIO;
+        goto out;
+    }
+    q->timer_started = true;
+    *out = q;
+    err = KOP_OK;
+out:
+    if (err)
+        kop_workqueue_free(q);
+    return err;
+}
+
+/* begin_shutdown stops adds, drops the timers and wakes every waiter. */
+static void begin_shutdown(kop_workqueue *q)
+{
+    if (!q->shutting_down) {
+        q->shutting_down = true;
+        while (q->nheap > 0)
+            release_if_idle(q, heap_pop(q));
+    }
+    pthread_cond_broadcast(&q->ready_cond);
+    pthread_cond_broadcast(&q->timer_cond);
+}
+
+void kop_workqueue_free(kop_workqueue *q)
+{
+    if (!q)
+        return;
+    if (q->opts.metrics)
+        kop_metrics_remove_collector(q->opts.metrics, collect, q); /* waits for a render */
+    pthread_mutex_lock(&q->lock);
+    begin_shutdown(q);
+    pthread_mutex_unlock(&q->lock);
+    if (q->timer_started)
+        pthread_join(q->timer, NULL);
+    KOP_ASSERT(q->ninflight == 0); /* workers must have returned */
+    for (size_t i = 0; i < q->nslots; i++)
+        free(q->slots[i]);
+    free(q->slots);
+    free(q->heap);
+    free(q->name);
+    pthread_cond_destroy(&q->ready_cond);
+    pthread_cond_destroy(&q->timer_cond);
+    pthread_cond_destroy(&q->drain_cond);
+    pthread_mutex_destroy(&q->lock);
+    free(q);
+}
+
+/* ---- public operations -------------------------------------------------- */
+
+void kop_workqueue_add(kop_workqueue *q, const char *key)
+{
+    if (!q || !key)
+        return;
+    pthread_mutex_lock(&q->lock);
+    if (!q->shutting_down) {
+        struct item *it = lookup(q, key);
+        if (it)
+            add_locked(q, it);
+        else
+            count_dropped(q);
+    }
+    pthread_mutex_unlock(&q->lock);
+}
+
+void kop_workqueue_add_after(kop_workqueue *q, const char *key, long delay_ms)
+{
+    if (!q || !key)
+        return;
+    pthread_mutex_lock(&q->lock);
+    if (!q->shutting_down) {
+        struct item *it = lookup(q, key);
+        if (it)
+            add_after_locked(q, it, delay_ms > 0 ? (int64_t)delay_ms * 1000000 : 0);
+        else
+            count_dropped(q);
+    }
+    pthread_mutex_unlock(&q->lock);
+}
+
+void kop_workqueue_add_rate_limited(kop_workqueue *q, const char *key)
+{
+    if (!q || !key)
+        return;
+    pthread_mutex_lock(&q->lock);
+    if (!q->shutting_down) {
+        struct item *it = lookup(q, key);
+        if (it) {
+            int64_t item_ns = backoff_ns(q, it->requeues);
+            int64_t overall_ns = bucket_ns(q);
+            if (it->requeues < INT_MAX)
+                it->requeues++;
+            add_after_locked(q, it, item_ns > overall_ns ? item_ns : overall_ns);
+        } else {
+            count_dropped(q);
+        }
+    }
+    pthread_mutex_unlock(&q->lock);
+}
+
+void kop_workqueue_forget(kop_workqueue *q, const char *key)
+{
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->lock);
+    struct item *it = find(q, key);
+    if (it) {
+        it->requeues = 0;
+        release_if_idle(q, it);
+    }
+    pthread_mutex_unlock(&q->lock);
+}
+
+int kop_workqueue_num_requeues(kop_workqueue *q, const char *key)
+{
+    if (!q)
+        return 0;
+    pthread_mutex_lock(&q->lock);
+    struct item *it = find(q, key);
+    int n = it ? it->requeues : 0;
+    pthread_mutex_unlock(&q->lock);
+    return n;
+}
+
+kop_err kop_workqueue_get(kop_workqueue *q, char **key_out)
+{
+    kop_err err = KOP_OK;
+    if (!key_out)
+        return KOP_EINVAL;
+    *key_out = NULL;
+    if (!q)
+        return KOP_EINVAL;
+
+    pthread_mutex_lock(&q->lock);
+    while (!q->head && !q->shutting_down)
+        pthread_cond_wait(&q->ready_cond, &q->lock);
+    if (!q->head) {
+        err = KOP_ESHUTDOWN; /* shut down and nothing left to hand out */
+        goto out;
+    }
+    /* Copy first, so that running out of memory leaves the queue as it was. */
+    char *copy = strdup(q->head->key);
+    if (!copy) {
+        err = KOP_ENOMEM;
+        goto out;
+    }
+    struct item *it = fifo_pop(q);
+    KOP_ASSERT(it->dirty && !it->processing);
+    it->dirty = false;
+    q->ndirty--;
+    it->processing = true;
+    it->prev_inflight = NULL;
+    it->next_inflight = q->inflight;
+    if (q->inflight)
+        q->inflight->prev_inflight = it;
+    q->inflight = it;
+    q->ninflight++;
+
+    int64_t now = now_ns();
+    it->started_ns = now;
+    if (it->has_added)
+        kop_metric_observe(q->latency, q->lv, seconds(now - it->added_ns));
+    it->has_added = false;
+    kop_metric_set(q->depth, q->depth_lv, (double)q->ndirty);
+    *key_out = copy;
+out:
+    pthread_mutex_unlock(&q->lock);
+    return err;
+}
+
+void kop_workqueue_done(kop_workqueue *q, const char *key)
+{
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->lock);
+    struct item *it = find(q, key);
+    if (!it || !it->processing)
+        goto out; /* not handed out: nothing to finish */
+    kop_metric_observe(q->work, q->lv, seconds(now_ns() - it->started_ns));
+    it->processing = false;
+    if (it->prev_inflight)
+        it->prev_inflight->next_inflight = it->next_inflight;
+    else
+        q->inflight = it->next_inflight;
+    if (it->next_inflight)
+        it->next_inflight->prev_inflight = it->prev_inflight;
+    it->prev_inflight = it->next_inflight = NULL;
+    q->ninflight--;
+    /* Added while processed: its turn now. As in client-go this holds after
+     * shutdown too, since the add was accepted before it. */
+    if (it->dirty)
+        fifo_push(q, it);
+    if (q->ninflight == 0)
+        pthread_cond_broadcast(&q->drain_cond);
+    release_if_idle(q, it);
+out:
+    pthread_mutex_unlock(&q->lock);
+}
+
+size_t kop_workqueue_len(kop_workqueue *q)
+{
+    if (!q)
+        return 0;
+    pthread_mutex_lock(&q->lock);
+    size_t n = q->nqueued;
+    pthread_mutex_unlock(&q->lock);
+    return n;
+}
+
+void kop_workqueue_shutdown(kop_workqueue *q)
+{
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->lock);
+    begin_shutdown(q);
+    q->draining = false; /* ends a shutdown_drain that is waiting */
+    pthread_cond_broadcast(&q->drain_cond);
+    pthread_mutex_unlock(&q->lock);
+}
+
+void kop_workqueue_shutdown_drain(kop_workqueue *q)
+{
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->lock);
+    begin_shutdown(q);
+    q->draining = true;
+    while (q->ninflight > 0 && q->draining)
+        pthread_cond_wait(&q->drain_cond, &q->lock);
+    pthread_mutex_unlock(&q->lock);
+}
+
+bool kop_workqueue_shutting_down(kop_workqueue *q)
+{
+    if (!q)
+        return true;
+    pthread_mutex_lock(&q->lock);
+    bool down = q->shutting_down;
+    pthread_mutex_unlock(&q->lock);
+    return down;
+}
