@@ -1,6 +1,6 @@
 # kopc - thin wrapper over CMake (C), Go (tools/devcluster) and, later, npm.
 #
-#   make run     the demo: build, start a devcluster, say how to use it
+#   make run     the demo: devcluster, CRDs, sample challenges, the CTF operator
 #   make test    everything: unit, sanitizer, integration and e2e tests
 #   make stop    stop the demo cluster
 #   make fuzz    run every fuzz target for FUZZ_SECONDS (default 600) each
@@ -86,17 +86,12 @@ test: deps devcluster build build-asan
 	@echo "make: regular build: unit, integration and e2e tests"
 	ctest --test-dir $(CMAKE_DIR) --output-on-failure
 
+# The demo: devcluster, CRDs, RBAC, sample challenges, the CTF operator.
 run: deps devcluster build
-	@$(DEVCLUSTER) status --dir $(RUN_DIR) >/dev/null 2>&1 || $(DEVCLUSTER) start --dir $(RUN_DIR) --nodes 3
-	@echo
-	@echo "The devcluster is running ($(K8S_VERSION), 3 fake nodes). Try:"
-	@echo "  export KUBECONFIG=$(CURDIR)/$(RUN_DIR)/kubeconfig"
-	@echo "  $(KUBECTL) get nodes"
-	@echo "  $(KUBECTL) create deployment web --image=nginx --replicas=3 && $(KUBECTL) get pods -w"
-	@echo "Stop it with: make stop"
+	@tools/demo.sh start
 
 stop:
-	@[ ! -x $(DEVCLUSTER) ] || $(DEVCLUSTER) stop --dir $(RUN_DIR)
+	@tools/demo.sh stop
 
 clean: stop
 	rm -rf $(BUILD)

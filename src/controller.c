@@ -196,7 +196,7 @@ kop_err kop_controller_new(kop_manager *m, const kop_controller_opts *opts, kop_
     if (!err)
         err = kop_logger_new(NULL, &KOP_LOG_STR("controller", c->name), 1, &c->log);
     if (!err)
-        err = kop_manager_informer(m, &c->opts.for_resource, c->ns, &c->primary);
+        err = kop_manager_informer(m, &c->opts.for_resource, c->ns, NULL, &c->primary);
     if (err)
         goto out;
     kop_informer_handler h = {primary_add, primary_update, primary_add, c};
@@ -217,12 +217,14 @@ out:
     return err;
 }
 
-static kop_err add_watch(kop_controller *c, const kop_resource *r, kop_map_fn fn, void *user)
+static kop_err add_watch(kop_controller *c, const kop_resource *r, const char *labels,
+                         kop_map_fn fn, void *user)
 {
     if (c->nwatches >= MAX_WATCHES)
         return KOP_ETOOBIG;
     kop_informer *inf = NULL;
-    kop_err err = kop_manager_informer(c->mgr, r, c->ns, &inf);
+    /* Children labelled with their parent may live in any namespace. */
+    kop_err err = kop_manager_informer(c->mgr, r, fn ? NULL : c->ns, labels, &inf);
     if (err)
         return err;
     struct watch_spec *w = &c->watches[c->nwatches];
@@ -236,12 +238,18 @@ static kop_err add_watch(kop_controller *c, const kop_resource *r, kop_map_fn fn
 
 kop_err kop_controller_owns(kop_controller *c, const kop_resource *child)
 {
-    return add_watch(c, child, NULL, NULL);
+    return add_watch(c, child, NULL, NULL, NULL);
 }
 
-kop_err kop_controller_watches(kop_controller *c, const kop_resource *r, kop_map_fn fn, void *user)
+kop_err kop_controller_watches(kop_controller *c, const kop_resource *r, const char *label_selector,
+                               kop_map_fn fn, void *user)
 {
-    return fn ? add_watch(c, r, fn, user) : KOP_EINVAL;
+    return fn ? add_watch(c, r, label_selector, fn, user) : KOP_EINVAL;
+}
+
+kop_informer *kop_controller_cache(kop_controller *c)
+{
+    return c->primary;
 }
 
 const char *kop_controller_name(const kop_controller *c)

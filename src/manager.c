@@ -35,7 +35,8 @@
 
 struct shared_informer {
     const kop_resource *resource;
-    char *ns; /* NULL: all namespaces */
+    char *ns;     /* NULL: all namespaces */
+    char *labels; /* NULL: every object */
     kop_informer *inf;
 };
 
@@ -259,6 +260,7 @@ void kop_manager_free(kop_manager *m)
     for (int i = 0; i < m->ninformers; i++) {
         kop_informer_free(m->informers[i].inf);
         free(m->informers[i].ns);
+        free(m->informers[i].labels);
     }
     kop_leader_free(m->leader);
     if (m->http)
@@ -314,20 +316,27 @@ kop_err kop__manager_add_controller(kop_manager *m, kop_controller *c)
     return KOP_OK;
 }
 
-static bool same_scope(const struct shared_informer *s, const kop_resource *r, const char *ns)
+/* same_str: equal strings, NULL and "" being the same. */
+static bool same_str(const char *a, const char *b)
+{
+    return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+static bool same_scope(const struct shared_informer *s, const kop_resource *r, const char *ns,
+                       const char *labels)
 {
     const kop_resource *a = s->resource;
-    bool same_ns = (!s->ns && (!ns || !ns[0])) || (s->ns && ns && strcmp(s->ns, ns) == 0);
-    return same_ns && strcmp(a->group, r->group) == 0 && strcmp(a->version, r->version) == 0 &&
+    return same_str(s->ns, r->namespaced ? ns : NULL) && same_str(s->labels, labels) &&
+           strcmp(a->group, r->group) == 0 && strcmp(a->version, r->version) == 0 &&
            strcmp(a->resource, r->resource) == 0;
 }
 
 kop_err kop_manager_informer(kop_manager *m, const kop_resource *r, const char *ns,
-                             kop_informer **out)
+                             const char *label_selector, kop_informer **out)
 {
     *out = NULL;
     for (int i = 0; i < m->ninformers; i++) {
-        if (same_scope(&m->informers[i], r, ns)) {
+        if (same_scope(&m->informers[i], r, ns, label_selector)) {
             *out = m->informers[i].inf;
             return KOP_OK;
         }
@@ -337,12 +346,14 @@ kop_err kop_manager_informer(kop_manager *m, const kop_resource *r, const char *
     if (m->ninformers >= MAX_INFORMERS)
         return KOP_ETOOBIG;
     struct shared_informer *s = &m->informers[m->ninformers];
-    kop_informer_opts io = {.resource = *r, .namespace = r->namespaced ? ns : NULL};
+    kop_informer_opts io = {.resource = *r, .namespace = r->namespaced ? ns : NULL,
+                            .label_selector = label_selector};
     kop_err err = kop_informer_new(m->client, &io, &s->inf);
     if (err)
         return err;
     s->resource = r;
     s->ns = r->namespaced && ns && ns[0] ? strdup(ns) : NULL;
+    s->labels = label_selector && label_selector[0] ? strdup(label_selector) : NULL;
     m->ninformers++;
     *out = s->inf;
     return KOP_OK;

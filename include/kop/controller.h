@@ -121,9 +121,18 @@ KOP_API KOP_NODISCARD kop_err kop_controller_owns(kop_controller *c, const kop_r
 typedef void (*kop_emit_fn)(const char *ns, const char *name, void *emit_ctx);
 typedef void (*kop_map_fn)(const json_t *obj, kop_emit_fn emit, void *emit_ctx, void *user);
 
-/* kop_controller_watches watches r and enqueues what fn maps each object to. */
+/*
+ * kop_controller_watches watches the objects of r that match label_selector
+ * (NULL: all) and enqueues what fn maps each object to. For children in
+ * other namespaces than their parent, where owner references cannot point,
+ * label the children with their parent and map the labels back here.
+ */
 KOP_API KOP_NODISCARD kop_err kop_controller_watches(kop_controller *c, const kop_resource *r,
-                                                     kop_map_fn fn, void *user);
+                                                     const char *label_selector, kop_map_fn fn,
+                                                     void *user);
+
+/* kop_controller_cache returns the informer of the primary resource (borrowed). */
+KOP_API kop_informer *kop_controller_cache(kop_controller *c);
 
 /* kop_controller_enqueue adds ns/name to the controller's queue (any thread). */
 KOP_API void kop_controller_enqueue(kop_controller *c, const char *ns, const char *name);

@@ -95,11 +95,13 @@ KOP_API kop_metrics *kop_manager_metrics(kop_manager *m);
 
 /*
  * kop_manager_informer returns the shared informer of r in ns (NULL: all
- * namespaces), making it on first use (before kop_manager_run). Borrowed;
- * r's strings must outlive the manager.
+ * namespaces) restricted to label_selector (NULL: every object), making it
+ * on first use (before kop_manager_run). Borrowed; r's strings must outlive
+ * the manager.
  */
 KOP_API KOP_NODISCARD kop_err kop_manager_informer(kop_manager *m, const kop_resource *r,
-                                                   const char *ns, kop_informer **out);
+                                                   const char *ns, const char *label_selector,
+                                                   kop_informer **out);
 
 /* kop_manager_is_leader tells whether this manager may reconcile now. */
 KOP_API bool kop_manager_is_leader(kop_manager *m);

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"time"
 
@@ -28,9 +29,19 @@ import (
 
 func nodeName(i int) string { return fmt.Sprintf("kwok-node-%d", i) }
 
+// devcluster's own stages, for testing operators' error handling: images
+// whose reference contains "kwok-image-pull-fails" or "kwok-crashloop".
+var (
+	//go:embed stages/pod-image-pull-fails.yaml
+	stageImagePullFails string
+	//go:embed stages/pod-crashloop.yaml
+	stageCrashLoop string
+)
+
 // kwokStages are the lifecycles KWOK plays: nodes come up at once and renew
 // a lease; pods become ready at once, complete when their containers would,
-// and go away when deleted.
+// and go away when deleted; and two failures operators must handle (an image
+// that cannot be pulled, a container that crash-loops), chosen by image name.
 func kwokStages() (map[internalversion.StageResourceRef][]*internalversion.Stage, error) {
 	groups := map[internalversion.StageResourceRef][]*internalversion.Stage{}
 	for _, raw := range []string{
@@ -39,6 +50,8 @@ func kwokStages() (map[internalversion.StageResourceRef][]*internalversion.Stage
 		podfast.DefaultPodReady,
 		podfast.DefaultPodComplete,
 		podfast.DefaultPodDelete,
+		stageImagePullFails,
+		stageCrashLoop,
 	} {
 		stage, err := config.UnmarshalWithType[*internalversion.Stage](raw)
 		if err != nil {

@@ -1,0 +1,211 @@
+/*
+ * instance.h - the pure part of the CTF operator: from a ChallengeDefinition
+ * and a Challenge, every object of the instance, its namespace name, its flag
+ * and its endpoints. No network, no cluster, no clock.
+ *
+ * The contract is docs/ctf-resources.md. Objects here are jansson documents
+ * shaped as the apiserver wants them for server-side apply: complete
+ * (apiVersion, kind, metadata.name, metadata.namespace, labels) and free of
+ * status and server-set fields. Everything is deterministic: the same inputs
+ * give the same names and the same objects, so creating twice is creating
+ * once.
+ *
+ * Ownership: inputs are borrowed for the call. Every json_t * handed back is
+ * a new reference the caller must json_decref; every char * handed back is
+ * malloc'ed and the caller frees it. Failures leave *out NULL.
+ *
+ * The flag is a secret: it is written only into the Secret "flag" (base64
+ * data) and reaches the pods through a secretKeyRef and a secret volume;
+ * no label, annotation, env literal or message ever carries it.
+ */
+#ifndef CTF_INSTANCE_H
+#define CTF_INSTANCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include <kop/err.h>
+#include <kop/meta.h>
+
+#include "duration.h"
+
+/* Labels and annotations the contract puts on every object of an instance. */
+#define CTF_LABEL_MANAGED_BY       "app.kubernetes.io/managed-by"
+#define CTF_MANAGED_BY             "kopc-ctf"
+#define CTF_LABEL_TEAM             "ctf.kopc.io/team"
+#define CTF_LABEL_DEFINITION       "ctf.kopc.io/definition"
+#define CTF_LABEL_CHALLENGE        "ctf.kopc.io/challenge"
+#define CTF_LABEL_CHALLENGE_NS     "ctf.kopc.io/challenge-namespace"
+#define CTF_LABEL_POD              "ctf.kopc.io/pod"
+#define CTF_ANNOTATION_CHALLENGE_UID "ctf.kopc.io/challenge-uid"
+
+/* The Secret holding the flag, its key, and where pods see it. */
+#define CTF_FLAG_SECRET     "flag"
+#define CTF_FLAG_KEY        "flag"
+#define CTF_FLAG_ENV        "FLAG"
+#define CTF_FLAG_MOUNT_PATH "/flag"
+
+/* status.reason of a Challenge whose definition fails ctf_validate_definition. */
+#define CTF_REASON_INVALID_DEFINITION "InvalidDefinition"
+
+/* Buffer sizes: a DNS label and NUL; a DNS subdomain (host name) and NUL. */
+#define CTF_NAMESPACE_SIZE (KOP_META_DNS1123_LABEL_MAX + 1)
+#define CTF_HOST_SIZE      (KOP_META_DNS1123_SUBDOMAIN_MAX + 1)
+
+/* The part of a namespace name taken from the definition, and the hash after it. */
+#define CTF_NAMESPACE_DEF_MAX  30
+#define CTF_NAMESPACE_HASH_LEN 12
+
+/*
+ * ctf_config: operator settings that shape instances. Borrowed strings, all
+ * optional.
+ */
+typedef struct ctf_config {
+    const char *ingress_domain; /* NULL or "": HTTP exposures use NodePort */
+    const char *node_address;   /* host in NodePort endpoints; NULL: "127.0.0.1" */
+    const char *ingress_class;  /* Ingress spec.ingressClassName; NULL: cluster default */
+} ctf_config;
+
+/*
+ * ctf_instance_namespace writes the instance's namespace name into out
+ * (size >= CTF_NAMESPACE_SIZE): "ctf-" + the definition (lower-cased, other
+ * characters than [a-z0-9] as '-', at most CTF_NAMESPACE_DEF_MAX) + "-" +
+ * CTF_NAMESPACE_HASH_LEN hex digits of SHA-256 over the challenge
+ * namespace, the definition and the team, each followed by a NUL byte. The
+ * hash covers the definition too, so definitions that read the same once
+ * sanitized or cut ("a.b", "a-b") still get different namespaces. Always a
+ * valid DNS label of at most 47 characters. KOP_EINVAL when an input is NULL
+ * or empty or out is too small.
+ */
+KOP_NODISCARD kop_err ctf_instance_namespace(const char *challenge_ns, const char *definition,
+                                             const char *team, char *out, size_t size);
+
+/*
+ * ctf_ingress_host writes "<expose>-<namespace>.<domain>" into out (size >=
+ * CTF_HOST_SIZE). When "<expose>-<namespace>" is longer than a DNS label
+ * (63), it is cut and ends in "-" + 10 hex digits of SHA-256 over expose and
+ * namespace, so the host stays valid and distinct. KOP_EINVAL when the
+ * domain is unset or the host would exceed 253 characters.
+ */
+KOP_NODISCARD kop_err ctf_ingress_host(const ctf_config *cfg, const char *expose, const char *ns,
+                                       char *out, size_t size);
+
+/*
+ * ctf_validate_definition checks a ChallengeDefinition (the whole object,
+ * with spec) for what the CRD schema cannot express, and re-checks what it
+ * does, since definitions may come from older CRDs:
+ *  - pods: 1-10, names unique DNS labels, replicas 1-5, a template with
+ *    containers; every container and initContainer has a unique DNS-label
+ *    name and an image;
+ *  - what restricted Pod Security refuses anyway: hostNetwork, hostPID,
+ *    hostIPC, hostPort, privileged, runAsUser 0, capabilities added other
+ *    than NET_BIND_SERVICE, volumes other than configMap, csi, downwardAPI,
+ *    emptyDir, ephemeral, persistentVolumeClaim, projected and secret;
+ *  - what the operator injects: a volume named "flag", a mount at /flag;
+ *  - expose: at most 10, names unique DNS-1035 labels (they name Services),
+ *    naming a pod, port 1-65535 and, when that pod's containers declare any
+ *    containerPort, one of those; type HTTP or TCP;
+ *  - flag: not both static and dynamic, static non-empty, dynamic with a
+ *    secretRef name; lifetime and startTimeout parse, are positive, default
+ *    <= max; network.egress None or Internet; security and resources well
+ *    formed (quantities).
+ * Returns KOP_OK, or KOP_EINVAL with one sentence naming the field in
+ * st->message and st->reason CTF_REASON_INVALID_DEFINITION. st may be NULL.
+ */
+KOP_NODISCARD kop_err ctf_validate_definition(const json_t *def, kop_status *st);
+
+/*
+ * ctf_flag_secret_ref tells whether the definition's flag is dynamic and,
+ * if so, sets *name and *key (borrowed from def; key defaults to "key") to
+ * the Secret holding the HMAC key, in the definition's namespace.
+ */
+bool ctf_flag_secret_ref(const json_t *def, const char **name, const char **key);
+
+/*
+ * ctf_flag computes the flag of a team's instance into *out (malloc'ed,
+ * caller frees): spec.flag.static as is, or for spec.flag.dynamic
+ * prefix (default "flag{") + the first 32 hex digits of
+ * HMAC-SHA256(key, "<definition_name>:<team>") + suffix (default "}"). The
+ * caller reads the key bytes from the Secret named by ctf_flag_secret_ref.
+ * A definition without a flag gives KOP_OK and *out NULL. KOP_EINVAL
+ * (explained in st) for a dynamic flag without a key or bad arguments,
+ * KOP_ENOMEM when memory or OpenSSL fails.
+ */
+KOP_NODISCARD kop_err ctf_flag(const json_t *def, const char *definition_name, const char *team,
+                               const unsigned char *key, size_t key_len, char **out,
+                               kop_status *st);
+
+/*
+ * ctf_instance_labels returns the labels every object of the challenge's
+ * instance carries (managed-by, team, definition, challenge,
+ * challenge-namespace), as a new object. KOP_EINVAL (explained in st) when
+ * the challenge lacks metadata.name, metadata.namespace, spec.definition or
+ * spec.team, or one of them is not a valid label value.
+ */
+KOP_NODISCARD kop_err ctf_instance_labels(const json_t *challenge, json_t **out, kop_status *st);
+
+/*
+ * ctf_harden_pod_spec hardens a pod spec (a copy the caller owns) in place,
+ * keeping every field it does not need to change:
+ *  - automountServiceAccountToken false, enableServiceLinks false;
+ *    hostNetwork, hostPID and hostIPC removed;
+ *  - pod securityContext: runAsNonRoot true, seccompProfile RuntimeDefault
+ *    (a Localhost profile is kept). No uid is forced: an image that runs as
+ *    a numeric non-root USER works as built; one that runs as root or as a
+ *    named user is refused by the kubelet with a clear event, and the author
+ *    sets runAsUser in the template (forcing 65534 would silently break the
+ *    images that follow the rules and own their files as their USER);
+ *  - every container and initContainer: allowPrivilegeEscalation false,
+ *    privileged false, runAsNonRoot true, capabilities {drop: [ALL]} plus
+ *    add: [NET_BIND_SERVICE] only when the template added it,
+ *    readOnlyRootFilesystem true when security.readOnlyRootFilesystem, a
+ *    seccompProfile other than RuntimeDefault/Localhost replaced by
+ *    RuntimeDefault, and resources (requests cpu 50m memory 64Mi, limits cpu
+ *    500m memory 256Mi) when it sets neither requests nor limits;
+ *  - with_flag: env FLAG from secretKeyRef flag/flag (first, replacing any
+ *    FLAG of the template) and the volume "flag" (Secret flag, key flag to
+ *    path flag, mode 0444) mounted read-only at /flag in every container;
+ *  - runtimeClassName from security.runtimeClassName.
+ * security is the definition's spec.security (may be NULL). Returns KOP_OK,
+ * KOP_EINVAL when spec is not an object, KOP_ENOMEM.
+ */
+KOP_NODISCARD kop_err ctf_harden_pod_spec(json_t *spec, const json_t *security, bool with_flag);
+
+/*
+ * ctf_build_children returns in *out a new array of every object of the
+ * challenge's instance, in apply order:
+ *   Namespace; Secret "flag" (only when flag is not NULL); ResourceQuota
+ *   "instance"; LimitRange "defaults"; NetworkPolicies "default-deny", one
+ *   "allow-exposed-<pod>" per exposed pod (in order of first exposure),
+ *   "allow-same-instance", "allow-dns", and "allow-internet" with egress
+ *   Internet; a Deployment per pod; a Service per exposure; an Ingress per
+ *   HTTP exposure when cfg->ingress_domain is set.
+ * def is the ChallengeDefinition (validated here with
+ * ctf_validate_definition), challenge the Challenge (see
+ * ctf_instance_labels; its metadata.uid, when present, is annotated on the
+ * Namespace), flag the value from ctf_flag (NULL: the definition has none,
+ * so no Secret and nothing injected). KOP_EINVAL explained in st,
+ * KOP_ENOMEM.
+ */
+KOP_NODISCARD kop_err ctf_build_children(const ctf_config *cfg, const json_t *def,
+                                         const json_t *challenge, const char *flag, json_t **out,
+                                         kop_status *st);
+
+/*
+ * ctf_endpoints computes status.endpoints of an instance in namespace ns from
+ * the definition and the instance's Services as stored (an array of Service
+ * objects, e.g. from the cache; may be NULL). One entry {name, type,
+ * address} per exposure, in expose[] order:
+ *  - HTTP with cfg->ingress_domain: "http://<host>" (ctf_ingress_host);
+ *  - HTTP without: "http://<node_address>:<nodePort>";
+ *  - TCP: "<node_address>:<nodePort>" (an IPv6 node address in brackets).
+ * An exposure whose Service has no nodePort yet is left out and *complete
+ * is set false; otherwise true. *out is a new array. KOP_EINVAL for bad
+ * arguments, KOP_ENOMEM.
+ */
+KOP_NODISCARD kop_err ctf_endpoints(const ctf_config *cfg, const json_t *def, const char *ns,
+                                    const json_t *services, json_t **out, bool *complete);
+
+#endif /* CTF_INSTANCE_H */

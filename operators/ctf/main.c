@@ -1,0 +1,112 @@
+/*
+ * ctf-operator - per-team CTF challenge instances on Kubernetes.
+ *
+ * A ChallengeDefinition says what an instance is made of; a Challenge asks
+ * for one team's instance. This program runs the Challenge controller
+ * (reconcile.c) on a libkop manager. See docs/ctf-resources.md.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctf.h"
+
+static const char usage_text[] =
+    "usage: ctf-operator [flags]\n"
+    "  --namespace NS               watch Challenges in NS only (default: all)\n"
+    "  --max-instances-per-team N   instances one team may run at once (default 3)\n"
+    "  --max-instances N            instances in all (default 1000)\n"
+    "  --ingress-domain DOMAIN      HTTP exposures get <expose>-<namespace>.DOMAIN (default: NodePort)\n"
+    "  --node-address HOST          host shown in NodePort endpoints (default 127.0.0.1)\n"
+    "  --system-namespace NS        where the operator's Lease lives (default kopc-system)\n";
+
+/* parse_int reads a positive int flag value. */
+static bool parse_int(const char *v, int *out)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || *end || n < 1 || n > INT_MAX)
+        return false;
+    *out = (int)n;
+    return true;
+}
+
+/* parse_args fills the manager's and the operator's settings. */
+static int parse_args(int argc, char **argv, kop_manager_opts *mo, ctf_operator *op)
+{
+    kop_status st;
+    for (int i = 1; i < argc;) {
+        int r = kop_manager_parse_flag(mo, argc, argv, &i, &st);
+        if (r < 0) {
+            fprintf(stderr, "ctf-operator: %s\n", st.message);
+            return -1;
+        }
+        if (r > 0)
+            continue;
+        const char *flag = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = v != NULL;
+        if (ok && strcmp(flag, "--namespace") == 0)
+            op->watch_namespace = v;
+        else if (ok && strcmp(flag, "--max-instances-per-team") == 0)
+            ok = parse_int(v, &op->max_per_team);
+        else if (ok && strcmp(flag, "--max-instances") == 0)
+            ok = parse_int(v, &op->max_instances);
+        else if (ok && strcmp(flag, "--ingress-domain") == 0)
+            op->instance.ingress_domain = v;
+        else if (ok && strcmp(flag, "--node-address") == 0)
+            op->instance.node_address = v;
+        else if (ok && strcmp(flag, "--system-namespace") == 0)
+            mo->leader_election_namespace = v;
+        else {
+            fprintf(stderr, "ctf-operator: bad flag %s\n%s%s", flag, usage_text,
+                    kop_manager_flags_usage());
+            return -1;
+        }
+        if (!ok) {
+            fprintf(stderr, "ctf-operator: %s: bad value \"%s\"\n", flag, v ? v : "");
+            return -1;
+        }
+        i += 2;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    ctf_operator op = {
+        .instance = {.node_address = "127.0.0.1"},
+        .max_per_team = 3,
+        .max_instances = 1000,
+    };
+    kop_manager_opts mo = {
+        .name = "kopc-ctf-operator",
+        .leader_election_namespace = "kopc-system",
+    };
+    kop_status st;
+    kop_err err;
+
+    kop_status_clear(&st);
+    if (parse_args(argc, argv, &mo, &op))
+        return 2;
+    err = kop_manager_new(&mo, &op.mgr, &st);
+    if (!err)
+        err = kop_recorder_new(kop_manager_client(op.mgr), "kopc-ctf", NULL, &op.events);
+    if (!err)
+        err = ctf_setup_controller(&op, &st);
+    if (!err) {
+        kop_log(KOP_LOG_INFO, "ctf-operator starting",
+                KOP_LOG_STR("namespace", op.watch_namespace ? op.watch_namespace : "(all)"),
+                KOP_LOG_INT("max_per_team", op.max_per_team),
+                KOP_LOG_INT("max_instances", op.max_instances),
+                KOP_LOG_STR("ingress_domain", op.instance.ingress_domain));
+        err = kop_manager_run(op.mgr, &st);
+    }
+    if (err)
+        fprintf(stderr, "ctf-operator: %s: %s\n", kop_strerror(err), st.message);
+    kop_recorder_free(op.events);
+    kop_manager_free(op.mgr);
+    return err ? 1 : 0;
+}

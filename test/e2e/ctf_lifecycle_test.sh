@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# ctf_lifecycle_test.sh - the CTF operator end to end on a real devcluster,
+# running as its own service account with the RBAC of config/rbac:
+#   - every sample goes Pending -> Running with endpoints; the instance's
+#     namespace holds the hardened pods, NetworkPolicies, quota, limits and
+#     the restricted pod-security label; the flag is only in its Secret;
+#   - renewals move the expiry, clamped at max; at expiry the Challenge and
+#     its namespace go away and nothing is left;
+#   - each Error cause shows its reason and recovers once fixed;
+#   - a team's fourth instance is refused while three run;
+#   - creating twice is creating once; a SIGKILL of the operator in the
+#     middle of 50 creations still ends with exactly one Running instance
+#     (and one namespace) each.
+#
+# Env: DEVCLUSTER, KUBECTL, OPERATOR (binaries), SRC (repo root), KOP_TEST_TMP.
+set -euo pipefail
+
+DEVCLUSTER=${DEVCLUSTER:?}
+KUBECTL=${KUBECTL:?}
+OPERATOR=${OPERATOR:?}
+SRC=${SRC:?}
+mkdir -p "${KOP_TEST_TMP:-/tmp}"
+WORK=$(mktemp -d "${KOP_TEST_TMP:-/tmp}/ctf.XXXXXX")
+DIR=$WORK/cluster
+passed=0
+op_pid=
+
+log() { printf '=== %s\n' "$*"; }
+fail() {
+    printf 'FAIL: %s\n' "$*" >&2
+    [ -f "$WORK/op.log" ] && { echo "--- operator log (tail)" >&2; tail -30 "$WORK/op.log" >&2; }
+    exit 1
+}
+ok() { passed=$((passed + 1)); printf 'ok %d - %s\n' "$passed" "$*"; }
+k() { "$KUBECTL" --kubeconfig "$DIR/kubeconfig" --request-timeout=30s "$@"; }
+kc() { k -n ctf "$@"; }
+cleanup() {
+    [ -n "$op_pid" ] && kill -9 "$op_pid" 2>/dev/null || true
+    "$DEVCLUSTER" stop --dir "$DIR" >/dev/null 2>&1 || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# wait_for SECONDS WHAT COMMAND...: retry until COMMAND succeeds.
+wait_for() {
+    local secs=$1 what=$2
+    shift 2
+    local end=$((SECONDS + secs))
+    until "$@" >/dev/null 2>&1; do
+        [ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for: $what"
+        sleep 0.5
+    done
+}
+field() { kc get chal "$1" -o jsonpath="{$2}" 2>/dev/null; }
+status_is() { [ "$(field "$1" .status.currentStatus)" = "$2" ]; }
+reason_is() { [ "$(field "$1" .status.currentStatus)/$(field "$1" .status.reason)" = "Error/$2" ]; }
+gone() { ! kc get chal "$1" >/dev/null 2>&1; }
+ns_gone() { ! k get namespace "$1" >/dev/null 2>&1; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# challenge NAME DEFINITION TEAM: create a Challenge.
+challenge() {
+    printf 'apiVersion: ctf.kopc.io/v1alpha1\nkind: Challenge\nmetadata: {name: %s, namespace: ctf}\nspec: {definition: %s, team: %s}\n' \
+        "$1" "$2" "$3" | k apply -f - >/dev/null
+}
+# copy_definition FROM TO PYTHON-EXPR: copy a definition, editing its spec (d) in Python.
+copy_definition() {
+    kc get chaldef "$1" -o json | python3 -c "
+import json, sys
+o = json.load(sys.stdin)
+o['metadata'] = {'name': '$2', 'namespace': 'ctf'}
+o.pop('status', None)
+d = o['spec']
+$3
+print(json.dumps(o))" | k apply -f - >/dev/null
+}
+# edit_definition NAME PYTHON-EXPR: change a definition's spec (d) in place.
+edit_definition() {
+    kc get chaldef "$1" -o json | python3 -c "
+import json, sys
+o = json.load(sys.stdin)
+d = o['spec']
+$2
+print(json.dumps(o))" | k replace -f - >/dev/null
+}
+
+start_operator() {
+    "$OPERATOR" --kubeconfig "$WORK/operator.kubeconfig" --metrics-bind "127.0.0.1:$PORT" \
+        --max-instances-per-team 3 -v 1 >>"$WORK/op.log" 2>&1 &
+    op_pid=$!
+    wait_for 60 "operator ready" curl -sf "http://127.0.0.1:$PORT/readyz"
+}
+
+log "cluster, CRDs, RBAC, the operator as its service account"
+"$DEVCLUSTER" start --dir "$DIR" --nodes 2 >/dev/null || fail "devcluster start"
+k apply -k "$SRC/config/crd" >/dev/null
+k wait --for=condition=Established crd/challenges.ctf.kopc.io crd/challengedefinitions.ctf.kopc.io --timeout=60s >/dev/null
+k apply -k "$SRC/config/rbac" >/dev/null
+token=$(k -n kopc-system create token kopc-ctf-operator --duration=2h)
+server=$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+cat >"$WORK/operator.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: dev, cluster: {server: "$server", certificate-authority: "$DIR/ca.crt"}}]
+users: [{name: operator, user: {token: "$token"}}]
+contexts: [{name: operator, context: {cluster: dev, user: operator, namespace: kopc-system}}]
+current-context: operator
+EOF
+PORT=$(free_port)
+start_operator
+k apply -k "$SRC/config/samples" >/dev/null
+ok "the operator starts as its own service account"
+
+log "the samples run"
+challenge nc-team-a nc team-a
+challenge twopod-team-a twopod team-a
+for c in web-team-a nc-team-a twopod-team-a; do
+    wait_for 90 "$c Running" status_is "$c" Running
+    addr=$(field "$c" '.status.endpoints[0].address')
+    [[ $addr =~ ^(http://)?127\.0\.0\.1:[0-9]+$ ]] || fail "$c endpoint '$addr' is not host:nodePort"
+    [ "$(field "$c" '.status.conditions[?(@.type=="Ready")].status')" = True ] || fail "$c not Ready"
+    [ -n "$(field "$c" .status.startedAt)" ] && [ -n "$(field "$c" .status.expiresAt)" ] || fail "$c lacks times"
+done
+ok "web, nc and twopod samples go Running with endpoints"
+
+log "the instance as specified"
+ns=$(field web-team-a .status.namespace)
+[ "$(k get ns "$ns" -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}')" = restricted ] || fail "no restricted PSS label on $ns"
+[ "$(k get ns "$ns" -o jsonpath='{.metadata.labels.ctf\.kopc\.io/team}')" = team-a ] || fail "no team label on $ns"
+pols=$(k -n "$ns" get networkpolicy -o jsonpath='{.items[*].metadata.name}')
+for p in default-deny allow-exposed allow-same-instance allow-dns; do
+    grep -qw "$p" <<<"$pols" || fail "NetworkPolicy $p missing in $ns (have: $pols)"
+done
+grep -qw allow-internet <<<"$pols" && fail "web has no egress, yet allow-internet exists"
+deny=$(k -n "$ns" get networkpolicy default-deny -o jsonpath='{.spec.policyTypes}')
+[[ $deny == *Ingress* && $deny == *Egress* ]] || fail "default-deny does not deny both ways: $deny"
+k -n "$ns" get resourcequota instance >/dev/null || fail "no ResourceQuota"
+k -n "$ns" get limitrange defaults >/dev/null || fail "no LimitRange"
+spec=$(k -n "$ns" get deployment web -o json)
+python3 - "$spec" <<'PY' || fail "pod spec of web is not hardened"
+import json, sys
+p = json.loads(sys.argv[1])["spec"]["template"]["spec"]
+assert p["automountServiceAccountToken"] is False, "service-account token mounted"
+assert p["securityContext"]["runAsNonRoot"] is True, "runAsNonRoot"
+assert p["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", "seccomp"
+for c in p["containers"]:
+    sc = c["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False, "privilege escalation"
+    assert "ALL" in sc["capabilities"]["drop"], "capabilities"
+    flag = [e for e in c.get("env", []) if e["name"] == "FLAG"]
+    assert flag and "valueFrom" in flag[0] and "value" not in flag[0], "FLAG not from the Secret"
+PY
+staticflag=$(kc get chaldef web -o jsonpath='{.spec.flag.static}')
+[ "$(k -n "$ns" get secret flag -o jsonpath='{.data.flag}' | base64 -d)" = "$staticflag" ] || fail "flag Secret content"
+chal_yaml=$(kc get chal web-team-a -o yaml)
+grep -qF "$staticflag" <<<"$chal_yaml" && fail "the flag appears in the Challenge"
+grep -qF "$staticflag" "$WORK/op.log" && fail "the flag appears in the operator's log"
+dflag=$(k -n "$(field nc-team-a .status.namespace)" get secret flag -o jsonpath='{.data.flag}' | base64 -d)
+[[ $dflag =~ ^flag\{[0-9a-f]{32}\}$ ]] || fail "dynamic flag '$dflag' is not prefix+HMAC+suffix"
+ok "namespace, NetworkPolicies, quota, limits, hardened pods, flag only in its Secret"
+
+log "renew, expiry, nothing left"
+copy_definition web quick "d['lifetime'] = {'default': '20s', 'max': '40s', 'renewBy': '10s'}"
+challenge quick-team-l quick team-l
+wait_for 60 "quick Running" status_is quick-team-l Running
+qns=$(field quick-team-l .status.namespace)
+e1=$(field quick-team-l .status.expiresAt)
+created=$(field quick-team-l .metadata.creationTimestamp)
+e2=$(python3 -c "import datetime as d,sys; t=d.datetime.strptime('$e1','%Y-%m-%dT%H:%M:%SZ'); print((t+d.timedelta(seconds=10)).strftime('%Y-%m-%dT%H:%M:%SZ'))")
+kc patch chal quick-team-l --type merge -p "{\"spec\":{\"expiresAt\":\"$e2\"}}" >/dev/null
+wait_for 30 "renewal moves the expiry" bash -c "[ \"\$('$KUBECTL' --kubeconfig '$DIR/kubeconfig' -n ctf get chal quick-team-l -o jsonpath='{.status.expiresAt}')\" = '$e2' ]"
+emax=$(python3 -c "import datetime as d; t=d.datetime.strptime('$created','%Y-%m-%dT%H:%M:%SZ'); print((t+d.timedelta(seconds=40)).strftime('%Y-%m-%dT%H:%M:%SZ'))")
+kc patch chal quick-team-l --type merge -p '{"spec":{"expiresAt":"2099-01-01T00:00:00Z"}}' >/dev/null
+wait_for 30 "expiry clamped at max" bash -c "[ \"\$('$KUBECTL' --kubeconfig '$DIR/kubeconfig' -n ctf get chal quick-team-l -o jsonpath='{.status.expiresAt}')\" = '$emax' ]"
+wait_for 90 "the expired Challenge is deleted" gone quick-team-l
+wait_for 90 "its namespace is removed" ns_gone "$qns"
+left=$(k get ns -l ctf.kopc.io/team=team-l -o name)
+[ -z "$left" ] || fail "left behind: $left"
+grep -q 'status=Deleted' "$WORK/op.log" || fail "no Deleted transition logged"
+ok "renewals move the expiry, clamped at max; at expiry everything is removed"
+
+log "errors, and recovery once the cause is fixed"
+challenge later-team-e later team-e
+wait_for 30 "DefinitionNotFound" reason_is later-team-e DefinitionNotFound
+copy_definition web later "pass"
+wait_for 60 "recovery from DefinitionNotFound" status_is later-team-e Running
+
+copy_definition web badimg "d['pods'][0]['template']['containers'][0]['image'] = 'registry.example/kwok-image-pull-fails:1'"
+challenge badimg-team-e badimg team-e
+wait_for 60 "ImagePullFailed" reason_is badimg-team-e ImagePullFailed
+[[ $(field badimg-team-e .status.message) == *kwok-image-pull-fails* ]] || fail "ImagePullFailed message does not name the image"
+edit_definition badimg "d['pods'][0]['template']['containers'][0]['image'] = 'registry.example/ctf/web:2'"
+wait_for 90 "recovery from ImagePullFailed" status_is badimg-team-e Running
+
+copy_definition web crashy "d['pods'][0]['template']['containers'][0]['image'] = 'registry.example/kwok-crashloop:1'"
+challenge crashy-team-f crashy team-f
+wait_for 60 "CrashLoop" reason_is crashy-team-f CrashLoop
+edit_definition crashy "d['pods'][0]['template']['containers'][0]['image'] = 'registry.example/ctf/web:3'"
+wait_for 90 "recovery from CrashLoop" status_is crashy-team-f Running
+
+copy_definition web stuck "d['startTimeout'] = '5s'; d['pods'][0]['template']['nodeSelector'] = {'no-such-node': 'x'}"
+challenge stuck-team-f stuck team-f
+wait_for 60 "StartTimeout" reason_is stuck-team-f StartTimeout
+edit_definition stuck "d['pods'][0]['template'].pop('nodeSelector')"
+wait_for 90 "recovery from StartTimeout" status_is stuck-team-f Running
+
+copy_definition nc keyless "d['flag'] = {'dynamic': {'secretRef': {'name': 'no-such-key', 'key': 'key'}}}"
+challenge keyless-team-g keyless team-g
+wait_for 30 "InvalidDefinition" reason_is keyless-team-g InvalidDefinition
+kc create secret generic no-such-key --from-literal=key=s3cr3t >/dev/null
+kc annotate chaldef keyless kopc.test/nudge=1 >/dev/null # a definition event re-checks its Challenges
+wait_for 90 "recovery from InvalidDefinition" status_is keyless-team-g Running
+ok "DefinitionNotFound, ImagePullFailed, CrashLoop, StartTimeout, InvalidDefinition: reported, then recovered"
+
+log "quota"
+challenge q1 web busy
+challenge q2 nc busy
+challenge q3 twopod busy
+for c in q1 q2 q3; do wait_for 90 "$c Running" status_is "$c" Running; done
+challenge q4 later busy
+wait_for 30 "fourth refused" reason_is q4 QuotaExceeded
+[[ $(field q4 .status.message) == *"3 instances"* ]] || fail "quota message unclear: $(field q4 .status.message)"
+[ -z "$(field q4 .status.namespace)" ] || fail "the refused instance got a namespace"
+kc delete chal q1 --wait=false >/dev/null
+kc annotate chal q4 kopc.test/nudge=1 >/dev/null
+wait_for 120 "the fourth runs once a slot is free" status_is q4 Running
+ok "a team's fourth instance is refused while three run, and runs when one stops"
+
+log "creating twice is creating once"
+if out=$(printf 'apiVersion: ctf.kopc.io/v1alpha1\nkind: Challenge\nmetadata: {name: web-team-a, namespace: ctf}\nspec: {definition: web, team: team-a}\n' | k create -f - 2>&1); then
+    fail "a second create of the same Challenge succeeded"
+fi
+grep -q AlreadyExists <<<"$out" || fail "second create: $out"
+challenge dup-first web team-d
+wait_for 90 "dup-first Running" status_is dup-first Running
+dns=$(field dup-first .status.namespace)
+challenge dup-second web team-d
+wait_for 30 "DuplicateInstance" reason_is dup-second DuplicateInstance
+status_is dup-first Running || fail "the original instance was disturbed"
+[ "$(k get ns -l ctf.kopc.io/team=team-d,ctf.kopc.io/definition=web -o name | wc -l)" = 1 ] || fail "more than one namespace for web/team-d"
+kc delete chal dup-second >/dev/null
+status_is dup-first Running || fail "deleting the duplicate disturbed the original"
+k get ns "$dns" >/dev/null || fail "deleting the duplicate removed the original's namespace"
+ok "the same Challenge twice is refused; a second Challenge for the same instance is an Error and harms nothing"
+
+log "SIGKILL in the middle of 50 creations"
+for i in $(seq -w 1 50); do challenge "mass-$i" web "mass-$i"; done &
+creator=$!
+sleep 2
+kill -9 "$op_pid"
+wait "$op_pid" 2>/dev/null || true
+wait "$creator"
+start_operator
+for i in $(seq -w 1 50); do wait_for 180 "mass-$i Running" status_is "mass-$i" Running; done
+nss=$(k get ns -l ctf.kopc.io/definition=web -o jsonpath='{range .items[*]}{.metadata.labels.ctf\.kopc\.io/team}{"\n"}{end}' | grep -c '^mass-' || true)
+[ "$nss" = 50 ] || fail "want 50 namespaces for 50 instances, got $nss"
+ok "after a SIGKILL and a restart, 50 instances run, one namespace each"
+
+log "metrics"
+page=$(curl -s "http://127.0.0.1:$PORT/metrics")
+running=$(awk '/^ctf_instances\{status="Running"\}/ {print $2}' <<<"$page")
+[ "${running%.*}" -ge 50 ] || fail "ctf_instances{status=Running} = '$running'"
+grep -q '^ctf_instance_ready_seconds_count' <<<"$page" || fail "no ctf_instance_ready_seconds"
+ok "ctf_instances and ctf_instance_ready_seconds are exported"
+
+log "deleting everything leaves nothing"
+kc delete chal --all --wait=false >/dev/null
+wait_for 180 "all Challenges gone" bash -c "[ -z \"\$('$KUBECTL' --kubeconfig '$DIR/kubeconfig' -n ctf get chal -o name)\" ]"
+wait_for 180 "all instance namespaces gone" bash -c "[ -z \"\$('$KUBECTL' --kubeconfig '$DIR/kubeconfig' get ns -l app.kubernetes.io/managed-by=kopc-ctf -o name)\" ]"
+forbidden=$(grep -c 'Forbidden' "$WORK/op.log" || true)
+[ "$forbidden" = 0 ] || fail "the operator met $forbidden Forbidden answers with its RBAC"
+ok "deleting every Challenge removes every instance; no Forbidden with least-privilege RBAC"
+
+kill -TERM "$op_pid"
+wait "$op_pid" || fail "operator exit code $? after SIGTERM"
+op_pid=
+echo "$passed passed, 0 failed"
