@@ -31,6 +31,7 @@ typedef struct ctf_operator {
     const char *watch_namespace; /* --namespace; NULL: all */
     int max_per_team;            /* --max-instances-per-team */
     int max_instances;           /* --max-instances */
+    bool install_crds;           /* --install-crds */
 
     kop_manager *mgr;
     kop_controller *ctl;
@@ -49,5 +50,11 @@ typedef struct ctf_operator {
  * watch it needs, and the metrics.
  */
 KOP_NODISCARD kop_err ctf_setup_controller(ctf_operator *op, kop_status *st);
+
+/*
+ * ctf_install_crds applies the CRDs compiled into the binary and waits until
+ * they are Established (--install-crds).
+ */
+KOP_NODISCARD kop_err ctf_install_crds(kop_client *c, kop_status *st);
 
 #endif /* CTF_H */

@@ -76,10 +76,11 @@ kop_err ctf_parse_duration(const char *s, int64_t *ms)
             return KOP_EINVAL;
         if (whole > (uint64_t)(INT64_MAX / unit))
             return KOP_EINVAL;
-        int64_t v = (int64_t)whole * unit + (int64_t)(frac * (uint64_t)unit / scale);
-        if (v < 0 || total > INT64_MAX - v)
+        /* Unsigned: the fraction may carry a whole just under INT64_MAX past it. */
+        uint64_t v = whole * (uint64_t)unit + frac * (uint64_t)unit / scale;
+        if (v > (uint64_t)INT64_MAX || total > INT64_MAX - (int64_t)v)
             return KOP_EINVAL;
-        total += v;
+        total += (int64_t)v;
     }
     *ms = total;
     return KOP_OK;
@@ -200,12 +201,14 @@ kop_err ctf_format_time(time_t t, char out[CTF_TIME_SIZE])
 {
     struct tm tm;
     out[0] = '\0';
-    if (!gmtime_r(&t, &tm))
+    /*
+     * RFC 3339 years have exactly four digits (strftime's %Y does not pad
+     * years before 1000); other years would not parse back (ctf_parse_time).
+     */
+    if (!gmtime_r(&t, &tm) || tm.tm_year < -1900 || tm.tm_year > 9999 - 1900)
         return KOP_EINVAL;
-    if (strftime(out, CTF_TIME_SIZE, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
-        out[0] = '\0';
-        return KOP_EINVAL;
-    }
+    snprintf(out, CTF_TIME_SIZE, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
     return KOP_OK;
 }
 

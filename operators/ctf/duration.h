@@ -82,8 +82,8 @@ KOP_NODISCARD kop_err ctf_renew(time_t created, time_t expiry, const json_t *spe
 
 /*
  * ctf_format_time writes t as RFC 3339 UTC with whole seconds,
- * "2026-11-21T10:00:00Z", into out. KOP_EINVAL when t is not representable
- * (out is then "").
+ * "2026-11-21T10:00:00Z", into out. KOP_EINVAL when t is not representable,
+ * that is outside the years 0000-9999 (out is then "").
  */
 KOP_NODISCARD kop_err ctf_format_time(time_t t, char out[CTF_TIME_SIZE]);
 

@@ -20,7 +20,9 @@ static const char usage_text[] =
     "  --max-instances N            instances in all (default 1000)\n"
     "  --ingress-domain DOMAIN      HTTP exposures get <expose>-<namespace>.DOMAIN (default: NodePort)\n"
     "  --node-address HOST          host shown in NodePort endpoints (default 127.0.0.1)\n"
-    "  --system-namespace NS        where the operator's Lease lives (default kopc-system)\n";
+    "  --system-namespace NS        where the operator's Lease lives (default kopc-system)\n"
+    "  --install-crds               apply the operator's CRDs at start-up (needs the\n"
+    "                               crd_installer_role RBAC)\n";
 
 /* parse_int reads a positive int flag value. */
 static bool parse_int(const char *v, int *out)
@@ -47,6 +49,11 @@ static int parse_args(int argc, char **argv, kop_manager_opts *mo, ctf_operator 
         if (r > 0)
             continue;
         const char *flag = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(flag, "--install-crds") == 0) {
+            op->install_crds = true;
+            i++;
+            continue;
+        }
         bool ok = v != NULL;
         if (ok && strcmp(flag, "--namespace") == 0)
             op->watch_namespace = v;
@@ -92,6 +99,8 @@ int main(int argc, char **argv)
     if (parse_args(argc, argv, &mo, &op))
         return 2;
     err = kop_manager_new(&mo, &op.mgr, &st);
+    if (!err && op.install_crds)
+        err = ctf_install_crds(kop_manager_client(op.mgr), &st);
     if (!err)
         err = kop_recorder_new(kop_manager_client(op.mgr), "kopc-ctf", NULL, &op.events);
     if (!err)

@@ -1121,6 +1121,7 @@ static const struct dur_case dur_cases[] = {
     {"9223372036854775808ms", KOP_EINVAL, 0},
     {"2562047788016h", KOP_EINVAL, 0},
     {"2562047788015h1h", KOP_EINVAL, 0},
+    {"2562047788015.999h", KOP_EINVAL, 0}, /* found by fuzzing: the fraction overflowed */
     {"99999999999999999999999h", KOP_EINVAL, 0},
     {"", KOP_EINVAL, 0},
     {"30", KOP_EINVAL, 0},
@@ -1205,6 +1206,13 @@ static void test_times(void **state)
     assert_string_equal(out, "2026-11-21T10:00:00Z");
     assert_int_equal(ctf_format_time(0, out), KOP_OK);
     assert_string_equal(out, "1970-01-01T00:00:00Z");
+    /* Found by fuzzing: years are always four digits, and beyond 9999 refused
+     * (RFC 3339 and the CRD's date-time format have no other). */
+    assert_int_equal(ctf_format_time((time_t)-43499289600LL, out), KOP_OK); /* 0591-07-... */
+    assert_int_equal(strlen(out), 20);
+    assert_int_equal(out[0], '0');
+    assert_int_equal(ctf_format_time((time_t)253402300800LL, out), KOP_EINVAL); /* 10000-01-01 */
+    assert_string_equal(out, "");
     /* Round trip. */
     for (time_t t = T0 - 86400 * 400; t < T0 + 86400 * 400; t += 86400 * 7 + 3599) {
         time_t back;

@@ -1,0 +1,238 @@
+/*
+ * fuzz_ctf_definition.c - libFuzzer target for the CTF operator's
+ * definition checks and instance builder (operators/ctf/instance.h).
+ *
+ * The input is a ChallengeDefinition's spec as JSON (at most MAX_INPUT
+ * bytes). It is wrapped into a definition "d" in namespace "ctf" and
+ * checked with ctf_validate_definition; a valid one is built with
+ * ctf_build_children for a fixed Challenge (team "t", uid "u") and a fixed
+ * flag, with or without an ingress domain (by the parity of the size), and
+ * its endpoints are computed from an empty list of Services. Invariants,
+ * abort() on violation:
+ *  - validation answers OK or EINVAL, the latter explained in st;
+ *  - a valid definition always builds: Namespace first, every object named
+ *    and in the instance namespace, the Secret "flag" present exactly when
+ *    a flag is given and holding its base64;
+ *  - the flag, raw or base64, appears in no other object (unless the input
+ *    itself carries it, which is the author's doing);
+ *  - every Deployment's pods are hardened (no host namespaces, no service
+ *    account token, no privilege, capabilities dropped, FLAG only from the
+ *    Secret);
+ *  - endpoints: one per HTTP exposure with an ingress domain, none without
+ *    a nodePort, complete exactly when nothing is missing.
+ * Everything is freed: under ASan a leak fails.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "instance.h"
+
+#define MAX_INPUT (64 * 1024)
+#define FLAG      "CTF{Fuzz_7Qx!}"
+#define FLAG_B64  "Q1RGe0Z1enpfN1F4IX0=" /* base64 of FLAG */
+#define DOMAIN    "ctf.example.com"
+
+#define check(cond)                                                                     \
+    do {                                                                                \
+        if (!(cond)) {                                                                  \
+            fprintf(stderr, "fuzz_ctf_definition: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+            abort();                                                                    \
+        }                                                                               \
+    } while (0)
+
+static const char *str_at(const json_t *obj, const char *a, const char *b)
+{
+    const json_t *v = json_object_get(obj, a);
+    return json_string_value(b ? json_object_get(v, b) : v);
+}
+
+static bool str_is(const char *s, const char *want)
+{
+    return s && strcmp(s, want) == 0;
+}
+
+/* check_container checks one hardened container of a Deployment's pod template. */
+static void check_container(const json_t *c, bool with_flag)
+{
+    const json_t *sc = json_object_get(c, "securityContext");
+    const json_t *drop = json_object_get(json_object_get(sc, "capabilities"), "drop");
+    const json_t *env = json_object_get(c, "env");
+    size_t i;
+    const json_t *e;
+
+    check(json_is_false(json_object_get(sc, "allowPrivilegeEscalation")));
+    check(json_is_false(json_object_get(sc, "privileged")));
+    check(json_is_true(json_object_get(sc, "runAsNonRoot")));
+    check(json_array_size(drop) == 1 && str_is(json_string_value(json_array_get(drop, 0)), "ALL"));
+    if (!with_flag)
+        return; /* a FLAG of the template's own is the author's business */
+    json_array_foreach(env, i, e)
+    {
+        if (str_is(str_at(e, "name", NULL), CTF_FLAG_ENV)) {
+            check(i == 0 && !json_object_get(e, "value"));
+            check(str_is(str_at(json_object_get(e, "valueFrom"), "secretKeyRef", "name"),
+                         CTF_FLAG_SECRET));
+        }
+    }
+    check(str_is(str_at(json_array_get(env, 0), "name", NULL), CTF_FLAG_ENV));
+}
+
+/* check_deployment checks the pod template of a Deployment is hardened. */
+static void check_deployment(const json_t *d, bool with_flag)
+{
+    const json_t *pod = json_object_get(json_object_get(json_object_get(d, "spec"), "template"),
+                                        "spec");
+    static const char *const lists[] = {"initContainers", "containers"};
+    size_t i;
+    const json_t *c;
+
+    check(json_is_object(pod));
+    check(!json_object_get(pod, "hostNetwork") && !json_object_get(pod, "hostPID") &&
+          !json_object_get(pod, "hostIPC"));
+    check(json_is_false(json_object_get(pod, "automountServiceAccountToken")));
+    check(json_is_true(json_object_get(json_object_get(pod, "securityContext"), "runAsNonRoot")));
+    for (size_t l = 0; l < 2; l++) {
+        json_array_foreach(json_object_get(pod, lists[l]), i, c)
+        {
+            check_container(c, with_flag);
+        }
+    }
+}
+
+/* check_children checks the built objects; skip_flag when the input itself carries the flag. */
+static void check_children(const json_t *children, const char *flag, bool skip_flag)
+{
+    const char *ns = NULL;
+    size_t i, secrets = 0;
+    const json_t *o;
+
+    check(json_array_size(children) >= 1);
+    json_array_foreach(children, i, o)
+    {
+        const char *kind = str_at(o, "kind", NULL);
+        const char *name = str_at(o, "metadata", "name");
+        char *text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+        bool is_secret = str_is(kind, "Secret") && str_is(name, CTF_FLAG_SECRET);
+
+        check(text && kind && str_at(o, "apiVersion", NULL) && name && *name);
+        check(str_is(str_at(json_object_get(o, "metadata"), "labels", CTF_LABEL_MANAGED_BY),
+                     CTF_MANAGED_BY));
+        if (i == 0) {
+            check(str_is(kind, "Namespace"));
+            ns = name;
+        } else {
+            check(!str_is(kind, "Namespace"));
+            check(str_is(str_at(o, "metadata", "namespace"), ns));
+        }
+        if (is_secret) {
+            secrets++;
+            check(flag && str_is(str_at(o, "data", CTF_FLAG_KEY), FLAG_B64));
+        }
+        if (!skip_flag) {
+            check(!strstr(text, FLAG));
+            check(is_secret || !strstr(text, FLAG_B64));
+        }
+        if (str_is(kind, "Deployment"))
+            check_deployment(o, flag != NULL);
+        free(text);
+    }
+    check(secrets == (flag ? 1u : 0u));
+}
+
+/* check_endpoints runs ctf_endpoints with no Services: only ingress hosts can be known. */
+static void check_endpoints(const ctf_config *cfg, const json_t *def, const char *ns)
+{
+    const json_t *expose = json_object_get(json_object_get(def, "spec"), "expose");
+    json_t *services = json_array(), *eps = NULL;
+    bool complete = true;
+    size_t http = 0, i;
+    const json_t *e;
+
+    check(services);
+    check(ctf_endpoints(cfg, def, ns, services, &eps, &complete) == KOP_OK);
+    json_array_foreach(expose, i, e)
+    {
+        http += str_is(str_at(e, "type", NULL), "HTTP");
+    }
+    size_t want = cfg->ingress_domain ? http : 0;
+    check(json_array_size(eps) == want);
+    check(complete == (want == json_array_size(expose)));
+    json_array_foreach(eps, i, e)
+    {
+        const char *addr = str_at(e, "address", NULL);
+        check(addr && strncmp(addr, "http://", 7) == 0 && strstr(addr, "." DOMAIN));
+    }
+    json_decref(eps);
+    json_decref(services);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    json_error_t jerr;
+    kop_status st;
+
+    if (size > MAX_INPUT)
+        return 0;
+    json_t *spec = json_loadb((const char *)data, size, 0, &jerr);
+    if (!json_is_object(spec)) {
+        json_decref(spec);
+        return 0;
+    }
+    json_t *def = json_pack("{s:s, s:s, s:{s:s, s:s}, s:O}", "apiVersion", "ctf.kopc.io/v1alpha1",
+                            "kind", "ChallengeDefinition", "metadata", "name", "d", "namespace",
+                            "ctf", "spec", spec);
+    json_t *challenge = json_pack("{s:s, s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s}}", "apiVersion",
+                                  "ctf.kopc.io/v1alpha1", "kind", "Challenge", "metadata", "name",
+                                  "d-t", "namespace", "ctf", "uid", "u", "spec", "definition", "d",
+                                  "team", "t");
+    check(def && challenge);
+    ctf_config cfg = {.ingress_domain = size % 2 ? DOMAIN : NULL,
+                      .ingress_class = size % 4 == 1 ? "nginx" : NULL};
+
+    kop_err err = ctf_validate_definition(def, &st);
+    check(err == KOP_OK || err == KOP_EINVAL);
+    if (err) {
+        check(str_is(st.reason, CTF_REASON_INVALID_DEFINITION) && st.message[0]);
+        /* The builder refuses it too, and endpoints of a bad definition do not crash. */
+        json_t *out = NULL, *eps = NULL;
+        bool complete;
+        check(ctf_build_children(&cfg, def, challenge, FLAG, &out, &st) == KOP_EINVAL && !out);
+        if (ctf_endpoints(&cfg, def, "ns", NULL, &eps, &complete) == KOP_OK)
+            json_decref(eps);
+        goto out;
+    }
+
+    /*
+     * The definition's own flag (a fixed key for a dynamic one); the fixed
+     * FLAG goes in exactly when there is one, as the operator does.
+     */
+    char *own = NULL;
+    static const unsigned char key[] = "k";
+    check(ctf_flag(def, "d", "t", key, sizeof key - 1, &own, &st) == KOP_OK);
+    const char *flag = own ? FLAG : NULL;
+    free(own);
+    char *spec_text = json_dumps(spec, JSON_COMPACT);
+    check(spec_text);
+    bool skip_flag = strstr(spec_text, FLAG) || strstr(spec_text, FLAG_B64);
+    free(spec_text);
+
+    json_t *children = NULL;
+    err = ctf_build_children(&cfg, def, challenge, flag, &children, &st);
+    if (err)
+        fprintf(stderr, "ctf_build_children: %s: %s\n", kop_err_name(err), st.message);
+    check(err == KOP_OK && children);
+    check_children(children, flag, skip_flag);
+    check_endpoints(&cfg, def, str_at(json_array_get(children, 0), "metadata", "name"));
+    json_decref(children);
+    (void)ctf_flag_secret_ref(def, NULL, NULL);
+
+out:
+    json_decref(challenge);
+    json_decref(def);
+    json_decref(spec);
+    return 0;
+}
