@@ -22,6 +22,7 @@
  *    a nodePort, complete exactly when nothing is missing.
  * Everything is freed: under ASan a leak fails.
  */
+#include "fuzz_check.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,13 +35,6 @@
 #define FLAG_B64  "Q1RGe0Z1enpfN1F4IX0=" /* base64 of FLAG */
 #define DOMAIN    "ctf.example.com"
 
-#define check(cond)                                                                     \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "fuzz_ctf_definition: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                    \
-        }                                                                               \
-    } while (0)
 
 static const char *str_at(const json_t *obj, const char *a, const char *b)
 {
@@ -62,21 +56,21 @@ static void check_container(const json_t *c, bool with_flag)
     size_t i;
     const json_t *e;
 
-    check(json_is_false(json_object_get(sc, "allowPrivilegeEscalation")));
-    check(json_is_false(json_object_get(sc, "privileged")));
-    check(json_is_true(json_object_get(sc, "runAsNonRoot")));
-    check(json_array_size(drop) == 1 && str_is(json_string_value(json_array_get(drop, 0)), "ALL"));
+    FUZZ_CHECK(json_is_false(json_object_get(sc, "allowPrivilegeEscalation")));
+    FUZZ_CHECK(json_is_false(json_object_get(sc, "privileged")));
+    FUZZ_CHECK(json_is_true(json_object_get(sc, "runAsNonRoot")));
+    FUZZ_CHECK(json_array_size(drop) == 1 && str_is(json_string_value(json_array_get(drop, 0)), "ALL"));
     if (!with_flag)
         return; /* a FLAG of the template's own is the author's business */
     json_array_foreach(env, i, e)
     {
         if (str_is(str_at(e, "name", NULL), CTF_FLAG_ENV)) {
-            check(i == 0 && !json_object_get(e, "value"));
-            check(str_is(str_at(json_object_get(e, "valueFrom"), "secretKeyRef", "name"),
+            FUZZ_CHECK(i == 0 && !json_object_get(e, "value"));
+            FUZZ_CHECK(str_is(str_at(json_object_get(e, "valueFrom"), "secretKeyRef", "name"),
                          CTF_FLAG_SECRET));
         }
     }
-    check(str_is(str_at(json_array_get(env, 0), "name", NULL), CTF_FLAG_ENV));
+    FUZZ_CHECK(str_is(str_at(json_array_get(env, 0), "name", NULL), CTF_FLAG_ENV));
 }
 
 /* check_deployment checks the pod template of a Deployment is hardened. */
@@ -88,11 +82,11 @@ static void check_deployment(const json_t *d, bool with_flag)
     size_t i;
     const json_t *c;
 
-    check(json_is_object(pod));
-    check(!json_object_get(pod, "hostNetwork") && !json_object_get(pod, "hostPID") &&
+    FUZZ_CHECK(json_is_object(pod));
+    FUZZ_CHECK(!json_object_get(pod, "hostNetwork") && !json_object_get(pod, "hostPID") &&
           !json_object_get(pod, "hostIPC"));
-    check(json_is_false(json_object_get(pod, "automountServiceAccountToken")));
-    check(json_is_true(json_object_get(json_object_get(pod, "securityContext"), "runAsNonRoot")));
+    FUZZ_CHECK(json_is_false(json_object_get(pod, "automountServiceAccountToken")));
+    FUZZ_CHECK(json_is_true(json_object_get(json_object_get(pod, "securityContext"), "runAsNonRoot")));
     for (size_t l = 0; l < 2; l++) {
         json_array_foreach(json_object_get(pod, lists[l]), i, c)
         {
@@ -108,7 +102,7 @@ static void check_children(const json_t *children, const char *flag, bool skip_f
     size_t i, secrets = 0;
     const json_t *o;
 
-    check(json_array_size(children) >= 1);
+    FUZZ_CHECK(json_array_size(children) >= 1);
     json_array_foreach(children, i, o)
     {
         const char *kind = str_at(o, "kind", NULL);
@@ -116,29 +110,29 @@ static void check_children(const json_t *children, const char *flag, bool skip_f
         char *text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
         bool is_secret = str_is(kind, "Secret") && str_is(name, CTF_FLAG_SECRET);
 
-        check(text && kind && str_at(o, "apiVersion", NULL) && name && *name);
-        check(str_is(str_at(json_object_get(o, "metadata"), "labels", CTF_LABEL_MANAGED_BY),
+        FUZZ_CHECK(text && kind && str_at(o, "apiVersion", NULL) && name && *name);
+        FUZZ_CHECK(str_is(str_at(json_object_get(o, "metadata"), "labels", CTF_LABEL_MANAGED_BY),
                      CTF_MANAGED_BY));
         if (i == 0) {
-            check(str_is(kind, "Namespace"));
+            FUZZ_CHECK(str_is(kind, "Namespace"));
             ns = name;
         } else {
-            check(!str_is(kind, "Namespace"));
-            check(str_is(str_at(o, "metadata", "namespace"), ns));
+            FUZZ_CHECK(!str_is(kind, "Namespace"));
+            FUZZ_CHECK(str_is(str_at(o, "metadata", "namespace"), ns));
         }
         if (is_secret) {
             secrets++;
-            check(flag && str_is(str_at(o, "data", CTF_FLAG_KEY), FLAG_B64));
+            FUZZ_CHECK(flag && str_is(str_at(o, "data", CTF_FLAG_KEY), FLAG_B64));
         }
         if (!skip_flag) {
-            check(!strstr(text, FLAG));
-            check(is_secret || !strstr(text, FLAG_B64));
+            FUZZ_CHECK(!strstr(text, FLAG));
+            FUZZ_CHECK(is_secret || !strstr(text, FLAG_B64));
         }
         if (str_is(kind, "Deployment"))
             check_deployment(o, flag != NULL);
         free(text);
     }
-    check(secrets == (flag ? 1u : 0u));
+    FUZZ_CHECK(secrets == (flag ? 1u : 0u));
 }
 
 /* check_endpoints runs ctf_endpoints with no Services: only ingress hosts can be known. */
@@ -150,19 +144,19 @@ static void check_endpoints(const ctf_config *cfg, const json_t *def, const char
     size_t http = 0, i;
     const json_t *e;
 
-    check(services);
-    check(ctf_endpoints(cfg, def, ns, services, &eps, &complete) == KOP_OK);
+    FUZZ_CHECK(services);
+    FUZZ_CHECK(ctf_endpoints(cfg, def, ns, services, &eps, &complete) == KOP_OK);
     json_array_foreach(expose, i, e)
     {
         http += str_is(str_at(e, "type", NULL), "HTTP");
     }
     size_t want = cfg->ingress_domain ? http : 0;
-    check(json_array_size(eps) == want);
-    check(complete == (want == json_array_size(expose)));
+    FUZZ_CHECK(json_array_size(eps) == want);
+    FUZZ_CHECK(complete == (want == json_array_size(expose)));
     json_array_foreach(eps, i, e)
     {
         const char *addr = str_at(e, "address", NULL);
-        check(addr && strncmp(addr, "http://", 7) == 0 && strstr(addr, "." DOMAIN));
+        FUZZ_CHECK(addr && strncmp(addr, "http://", 7) == 0 && strstr(addr, "." DOMAIN));
     }
     json_decref(eps);
     json_decref(services);
@@ -189,18 +183,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                   "ctf.kopc.io/v1alpha1", "kind", "Challenge", "metadata", "name",
                                   "d-t", "namespace", "ctf", "uid", "u", "spec", "definition", "d",
                                   "team", "t");
-    check(def && challenge);
+    FUZZ_CHECK(def && challenge);
     ctf_config cfg = {.ingress_domain = size % 2 ? DOMAIN : NULL,
                       .ingress_class = size % 4 == 1 ? "nginx" : NULL};
 
     kop_err err = ctf_validate_definition(def, &st);
-    check(err == KOP_OK || err == KOP_EINVAL);
+    FUZZ_CHECK(err == KOP_OK || err == KOP_EINVAL);
     if (err) {
-        check(str_is(st.reason, CTF_REASON_INVALID_DEFINITION) && st.message[0]);
+        FUZZ_CHECK(str_is(st.reason, CTF_REASON_INVALID_DEFINITION) && st.message[0]);
         /* The builder refuses it too, and endpoints of a bad definition do not crash. */
         json_t *out = NULL, *eps = NULL;
         bool complete;
-        check(ctf_build_children(&cfg, def, challenge, FLAG, &out, &st) == KOP_EINVAL && !out);
+        FUZZ_CHECK(ctf_build_children(&cfg, def, challenge, FLAG, &out, &st) == KOP_EINVAL && !out);
         if (ctf_endpoints(&cfg, def, "ns", NULL, &eps, &complete) == KOP_OK)
             json_decref(eps);
         goto out;
@@ -212,11 +206,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      */
     char *own = NULL;
     static const unsigned char key[] = "k";
-    check(ctf_flag(def, "d", "t", key, sizeof key - 1, &own, &st) == KOP_OK);
+    FUZZ_CHECK(ctf_flag(def, "d", "t", key, sizeof key - 1, &own, &st) == KOP_OK);
     const char *flag = own ? FLAG : NULL;
     free(own);
     char *spec_text = json_dumps(spec, JSON_COMPACT);
-    check(spec_text);
+    FUZZ_CHECK(spec_text);
     bool skip_flag = strstr(spec_text, FLAG) || strstr(spec_text, FLAG_B64);
     free(spec_text);
 
@@ -224,7 +218,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     err = ctf_build_children(&cfg, def, challenge, flag, &children, &st);
     if (err)
         fprintf(stderr, "ctf_build_children: %s: %s\n", kop_err_name(err), st.message);
-    check(err == KOP_OK && children);
+    FUZZ_CHECK(err == KOP_OK && children);
     check_children(children, flag, skip_flag);
     check_endpoints(&cfg, def, str_at(json_array_get(children, 0), "metadata", "name"));
     json_decref(children);

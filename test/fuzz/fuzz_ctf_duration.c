@@ -21,6 +21,7 @@
  *  - whatever ctf_format_time writes, ctf_parse_time reads back to the
  *    same second.
  */
+#include "fuzz_check.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,14 +32,6 @@
 #define FIELDS 8
 #define T0     ((time_t)1795255200) /* 2026-11-21T10:00:00Z */
 
-/* check aborts with a note on stderr when an invariant does not hold. */
-#define check(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "fuzz_ctf_duration: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                  \
-        }                                                                             \
-    } while (0)
 
 /* cap_of is created + ms (whole seconds), saturated at INT64_MAX, computed exactly. */
 static time_t cap_of(time_t created, int64_t ms)
@@ -53,12 +46,12 @@ static void round_trip(time_t t)
     char out[CTF_TIME_SIZE];
     time_t back = 0;
     if (ctf_format_time(t, out) != KOP_OK) {
-        check(out[0] == '\0');
+        FUZZ_CHECK(out[0] == '\0');
         return;
     }
-    check(strlen(out) == 20);
-    check(ctf_parse_time(out, &back) == KOP_OK);
-    check(back == t);
+    FUZZ_CHECK(strlen(out) == 20);
+    FUZZ_CHECK(ctf_parse_time(out, &back) == KOP_OK);
+    FUZZ_CHECK(back == t);
 }
 
 /* lifetime_spec builds {lifetime: {default, max, renewBy}, startTimeout} from fields 2-5. */
@@ -66,15 +59,15 @@ static json_t *lifetime_spec(char *const f[FIELDS])
 {
     static const char *const keys[] = {"default", "max", "renewBy"};
     json_t *spec = json_object(), *lifetime = json_object();
-    check(spec && lifetime);
+    FUZZ_CHECK(spec && lifetime);
     for (size_t i = 0; i < 3; i++)
         if (f[2 + i])
-            check(json_object_set_new(lifetime, keys[i], json_string_nocheck(f[2 + i])) == 0);
+            FUZZ_CHECK(json_object_set_new(lifetime, keys[i], json_string_nocheck(f[2 + i])) == 0);
     if (json_object_size(lifetime) > 0)
-        check(json_object_set(spec, "lifetime", lifetime) == 0);
+        FUZZ_CHECK(json_object_set(spec, "lifetime", lifetime) == 0);
     json_decref(lifetime);
     if (f[5])
-        check(json_object_set_new(spec, "startTimeout", json_string_nocheck(f[5])) == 0);
+        FUZZ_CHECK(json_object_set_new(spec, "startTimeout", json_string_nocheck(f[5])) == 0);
     return spec;
 }
 
@@ -83,11 +76,11 @@ static void field_agrees(const char *s, int64_t parsed, int64_t dflt)
 {
     int64_t ms = -1;
     if (!s) {
-        check(parsed == dflt);
+        FUZZ_CHECK(parsed == dflt);
         return;
     }
-    check(ctf_parse_duration(s, &ms) == KOP_OK);
-    check(ms == parsed && ms > 0);
+    FUZZ_CHECK(ctf_parse_duration(s, &ms) == KOP_OK);
+    FUZZ_CHECK(ms == parsed && ms > 0);
 }
 
 static void lifetimes(char *const f[FIELDS], time_t created)
@@ -96,15 +89,15 @@ static void lifetimes(char *const f[FIELDS], time_t created)
     ctf_lifetime lt;
     kop_status st;
     kop_err lerr = ctf_lifetime_parse(spec, &lt, &st);
-    check(lerr == KOP_OK || lerr == KOP_EINVAL);
+    FUZZ_CHECK(lerr == KOP_OK || lerr == KOP_EINVAL);
     if (lerr == KOP_OK) {
         field_agrees(f[2], lt.default_ms, CTF_LIFETIME_DEFAULT_MS);
         field_agrees(f[3], lt.max_ms, CTF_LIFETIME_MAX_MS);
         field_agrees(f[4], lt.renew_ms, CTF_LIFETIME_RENEW_MS);
         field_agrees(f[5], lt.start_timeout_ms, CTF_START_TIMEOUT_MS);
-        check(lt.default_ms <= lt.max_ms);
+        FUZZ_CHECK(lt.default_ms <= lt.max_ms);
     } else {
-        check(st.message[0] != '\0');
+        FUZZ_CHECK(st.message[0] != '\0');
     }
 
     /* Expiry: the requested time (or the default) clamped into [created, cap]. */
@@ -112,16 +105,16 @@ static void lifetimes(char *const f[FIELDS], time_t created)
     kop_err eerr = ctf_expiry(created, spec, f[6], &expires, &st);
     bool req_ok = f[6] && ctf_parse_time(f[6], &requested) == KOP_OK;
     if (lerr) {
-        check(eerr == KOP_EINVAL);
+        FUZZ_CHECK(eerr == KOP_EINVAL);
     } else if (f[6] && !req_ok) {
-        check(eerr == KOP_EINVAL);
+        FUZZ_CHECK(eerr == KOP_EINVAL);
     } else {
         time_t cap = cap_of(created, lt.max_ms);
         time_t want = f[6] ? requested : cap_of(created, lt.default_ms);
         want = want > cap ? cap : want < created ? created : want;
-        check(eerr == KOP_OK);
-        check(expires >= created && expires <= cap);
-        check(expires == want);
+        FUZZ_CHECK(eerr == KOP_OK);
+        FUZZ_CHECK(expires >= created && expires <= cap);
+        FUZZ_CHECK(expires == want);
         round_trip(expires);
     }
 
@@ -133,17 +126,17 @@ static void lifetimes(char *const f[FIELDS], time_t created)
         time_t next = 0;
         kop_err rerr = ctf_renew(created, expiry, spec, &next, &st);
         if (lerr) {
-            check(rerr == KOP_EINVAL);
+            FUZZ_CHECK(rerr == KOP_EINVAL);
             break;
         }
         time_t cap = cap_of(created, lt.max_ms);
         if (expiry >= cap) {
-            check(rerr == KOP_ECONFLICT && st.code == 409);
+            FUZZ_CHECK(rerr == KOP_ECONFLICT && st.code == 409);
             break;
         }
-        check(rerr == KOP_OK);
-        check(next >= expiry && next <= cap);
-        check(next == (cap_of(expiry, lt.renew_ms) < cap ? cap_of(expiry, lt.renew_ms) : cap));
+        FUZZ_CHECK(rerr == KOP_OK);
+        FUZZ_CHECK(next >= expiry && next <= cap);
+        FUZZ_CHECK(next == (cap_of(expiry, lt.renew_ms) < cap ? cap_of(expiry, lt.renew_ms) : cap));
         round_trip(next);
         expiry = next;
     }
@@ -175,7 +168,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int64_t ms = -1;
     time_t created = T0, t = 0;
     if (f[0] && ctf_parse_duration(f[0], &ms) == KOP_OK) {
-        check(ms >= 0);
+        FUZZ_CHECK(ms >= 0);
         round_trip(T0 + (time_t)(ms / 1000));
         round_trip(T0 - (time_t)(ms / 1000));
     }

@@ -11,6 +11,7 @@
  * kop__status_from_json, and the raw input through kop__status_decode.
  * Crashes, sanitizer reports, leaks and transcript mismatches all fail.
  */
+#include "fuzz_check.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,8 +37,7 @@ static bool drain(kop__watch_decoder *d, kop__buf *t)
         bool got = false;
         kop_err err = kop__watch_decoder_next(d, &ev, &got, &st);
         if (err == KOP_EPARSE) {
-            if (got || ev.object || strlen(st.message) >= sizeof st.message)
-                abort();
+            FUZZ_CHECK(!got && !ev.object && strlen(st.message) < sizeof st.message);
             note(t, "!PARSE", st.message);
             continue;
         }
@@ -45,16 +45,14 @@ static bool drain(kop__watch_decoder *d, kop__buf *t)
             return true;
         if (!got)
             return false;
-        if (!json_is_object(ev.object))
-            abort();
+        FUZZ_CHECK(json_is_object(ev.object));
         char *js = json_dumps(ev.object, JSON_COMPACT | JSON_ENCODE_ANY);
         note(t, kop_watch_type_name(ev.type), js);
         free(js);
         if (ev.type == KOP_WATCH_ERROR) {
             kop_status st2;
             kop_err e2 = kop__status_from_json(ev.object, &st2);
-            if (e2 == KOP_OK && (st2.code < 200 || st2.code > 299))
-                abort();
+            FUZZ_CHECK(e2 != KOP_OK || (st2.code >= 200 && st2.code <= 299));
             note(t, kop_err_name(e2), st2.message);
         }
         kop_watch_event_fini(&ev);
@@ -109,9 +107,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     kop_status st;
     int code = 100 + (int)(data[0] | data[1] << 8) % 500;
     kop_err err = kop__status_decode(code, (const char *)data, size, &st);
-    if (err == KOP_OK && (code < 200 || code > 299))
-        abort();
-    if (strlen(st.reason) >= sizeof st.reason || strlen(st.message) >= sizeof st.message)
-        abort();
+    FUZZ_CHECK(err != KOP_OK || (code >= 200 && code <= 299));
+    FUZZ_CHECK(strlen(st.reason) < sizeof st.reason && strlen(st.message) < sizeof st.message);
     return 0;
 }
