@@ -14,6 +14,8 @@
 #
 # Env: DEVCLUSTER, KUBECTL, OPERATOR (binaries), SRC (repo root), KOP_TEST_TMP.
 set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
 
 DEVCLUSTER=${DEVCLUSTER:?}
 KUBECTL=${KUBECTL:?}
@@ -22,16 +24,13 @@ SRC=${SRC:?}
 mkdir -p "${KOP_TEST_TMP:-/tmp}"
 WORK=$(mktemp -d "${KOP_TEST_TMP:-/tmp}/ctf.XXXXXX")
 DIR=$WORK/cluster
-passed=0
 op_pid=
 
-log() { printf '=== %s\n' "$*"; }
 fail() {
     printf 'FAIL: %s\n' "$*" >&2
     [ -f "$WORK/op.log" ] && { echo "--- operator log (tail)" >&2; tail -30 "$WORK/op.log" >&2; }
     exit 1
 }
-ok() { passed=$((passed + 1)); printf 'ok %d - %s\n' "$passed" "$*"; }
 k() { "$KUBECTL" --kubeconfig "$DIR/kubeconfig" --request-timeout=30s "$@"; }
 kc() { k -n ctf "$@"; }
 cleanup() {
@@ -41,22 +40,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# wait_for SECONDS WHAT COMMAND...: retry until COMMAND succeeds.
-wait_for() {
-    local secs=$1 what=$2
-    shift 2
-    local end=$((SECONDS + secs))
-    until "$@" >/dev/null 2>&1; do
-        [ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for: $what"
-        sleep 0.5
-    done
-}
 field() { kc get chal "$1" -o jsonpath="{$2}" 2>/dev/null; }
 status_is() { [ "$(field "$1" .status.currentStatus)" = "$2" ]; }
 reason_is() { [ "$(field "$1" .status.currentStatus)/$(field "$1" .status.reason)" = "Error/$2" ]; }
 gone() { ! kc get chal "$1" >/dev/null 2>&1; }
 ns_gone() { ! k get namespace "$1" >/dev/null 2>&1; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # challenge NAME DEFINITION TEAM: create a Challenge.
 challenge() {

@@ -10,6 +10,8 @@
 #
 # Env: DEVCLUSTER, KUBECTL (binaries), SRC (repo root), KOP_TEST_TMP.
 set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
 
 DEVCLUSTER=${DEVCLUSTER:?path to devcluster}
 KUBECTL=${KUBECTL:?path to kubectl}
@@ -18,14 +20,11 @@ mkdir -p "${KOP_TEST_TMP:-/tmp}"
 WORK=$(mktemp -d "${KOP_TEST_TMP:-/tmp}/ctf-schema.XXXXXX")
 DIR=$WORK/cluster
 SA=system:serviceaccount:kopc-system:kopc-ctf-operator
-passed=0
 
-log() { printf '=== %s\n' "$*"; }
 fail() {
     printf 'FAIL: %s\n' "$*" >&2
     exit 1
 }
-ok() { passed=$((passed + 1)); printf 'ok %d - %s\n' "$passed" "$*"; }
 # A discovery cache of our own, so `kubectl get ctf` sees the new category.
 k() { "$KUBECTL" --kubeconfig "$DIR/kubeconfig" --cache-dir "$WORK/kube-cache" --request-timeout=30s "$@"; }
 cleanup() {
@@ -34,15 +33,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_for() {
-    local secs=$1 what=$2
-    shift 2
-    local end=$((SECONDS + secs))
-    until "$@" >/dev/null 2>&1; do
-        [ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for: $what"
-        sleep 0.5
-    done
-}
 # refused WHAT WANT... < YAML: `kubectl apply --validate=strict` of the
 # document must fail, and its message must contain every WANT.
 refused() {

@@ -7,6 +7,8 @@
 #
 # Env: DEVCLUSTER, KUBECTL (binaries), KOP_TEST_TMP (scratch directory).
 set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
 
 DEVCLUSTER=${DEVCLUSTER:?path to devcluster}
 KUBECTL=${KUBECTL:?path to kubectl}
@@ -15,15 +17,12 @@ WORK=$(mktemp -d "${KOP_TEST_TMP:-/tmp}/devcluster.XXXXXX")
 DIR=$WORK/cluster
 OTHER=$WORK/other
 NODES=2
-passed=0
 
-log() { printf '=== %s\n' "$*"; }
 fail() {
     printf 'FAIL: %s\n' "$*" >&2
     [ -f "$DIR/devcluster.log" ] && { echo "--- tail of devcluster.log" >&2; tail -40 "$DIR/devcluster.log" >&2; }
     exit 1
 }
-ok() { passed=$((passed + 1)); printf 'ok %d - %s\n' "$passed" "$*"; }
 k() { "$KUBECTL" --kubeconfig "$DIR/kubeconfig" --request-timeout=30s "$@"; }
 
 cleanup() {
@@ -32,17 +31,6 @@ cleanup() {
     rm -rf "$WORK"
 }
 trap cleanup EXIT
-
-# wait_for SECONDS DESCRIPTION COMMAND...: retry COMMAND until it succeeds.
-wait_for() {
-    local secs=$1 what=$2
-    shift 2
-    local end=$((SECONDS + secs))
-    until "$@" >/dev/null 2>&1; do
-        [ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for: $what"
-        sleep 0.5
-    done
-}
 
 log "start a cluster with $NODES nodes"
 t0=$SECONDS

@@ -9,6 +9,8 @@
 #
 # Env: DEVCLUSTER, KUBECTL, OPERATOR (binaries), KOP_TEST_TMP, SRC (repo root).
 set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
 
 DEVCLUSTER=${DEVCLUSTER:?}
 KUBECTL=${KUBECTL:?}
@@ -17,16 +19,13 @@ SRC=${SRC:?}
 mkdir -p "${KOP_TEST_TMP:-/tmp}"
 WORK=$(mktemp -d "${KOP_TEST_TMP:-/tmp}/flightticket.XXXXXX")
 DIR=$WORK/cluster
-passed=0
 pids=()
 
-log() { printf '=== %s\n' "$*"; }
 fail() {
     printf 'FAIL: %s\n' "$*" >&2
     for f in "$WORK"/op*.log; do [ -f "$f" ] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done
     exit 1
 }
-ok() { passed=$((passed + 1)); printf 'ok %d - %s\n' "$passed" "$*"; }
 k() { "$KUBECTL" --kubeconfig "$DIR/kubeconfig" --request-timeout=30s "$@"; }
 cleanup() {
     for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
@@ -35,16 +34,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_for() {
-    local secs=$1 what=$2
-    shift 2
-    local end=$((SECONDS + secs))
-    until "$@" >/dev/null 2>&1; do
-        [ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for: $what"
-        sleep 0.5
-    done
-}
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 metric() { # metric PORT NAME_AND_LABELS: print the value, or nothing
     curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" 'index($0, m" ") == 1 { print $2 }'
 }
