@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kop/meta.h"
 #include "kop/workqueue.h"
 #include "kop_internal.h"
 #include "manager_internal.h"
@@ -82,9 +83,7 @@ bool kop_predicate_labels_changed(const json_t *old_obj, const json_t *new_obj, 
 void kop_controller_enqueue(kop_controller *c, const char *ns, const char *name)
 {
     char key[512];
-    int n = ns && ns[0] ? snprintf(key, sizeof key, "%s/%s", ns, name)
-                        : snprintf(key, sizeof key, "%s", name);
-    if (name && n > 0 && (size_t)n < sizeof key)
+    if (kop_meta_key(key, sizeof key, ns, name) == KOP_OK)
         kop_workqueue_add(c->queue, key);
 }
 
@@ -261,9 +260,7 @@ const char *kop_controller_name(const kop_controller *c)
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return (double)kop__mono_ns() / 1e9;
 }
 
 static const char *result_label(kop_result_kind k)
@@ -284,14 +281,9 @@ static const char *result_label(kop_result_kind k)
 /* reconcile_key runs the user's reconcile for key and files the outcome. */
 static void reconcile_key(kop_controller *c, const char *key)
 {
-    char ns[256] = "", name[256];
-    const char *slash = strchr(key, '/');
-    if (slash) {
-        snprintf(ns, sizeof ns, "%.*s", (int)(slash - key), key);
-        snprintf(name, sizeof name, "%s", slash + 1);
-    } else {
-        snprintf(name, sizeof name, "%s", key);
-    }
+    char ns[256], name[256];
+    if (kop_meta_split_key(key, ns, sizeof ns, name, sizeof name) != KOP_OK)
+        return; /* not a key kop_controller_enqueue made */
     kop_logger *lg = NULL;
     if (kop_logger_with(c->log, &lg, KOP_LOG_STR("namespace", ns), KOP_LOG_STR("name", name)))
         lg = NULL; /* out of memory: log through the controller's logger */

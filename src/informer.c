@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "kop/informer.h"
+#include "kop/meta.h"
 #include "kop_internal.h"
 #include "map_internal.h"
 
@@ -149,9 +150,7 @@ static json_t *prepare(kop_informer *inf, json_t *obj)
 /* key_of writes "ns/name" (or "name") of obj into buf. */
 static bool key_of(const json_t *obj, char *buf, size_t size)
 {
-    const char *ns = meta_str(obj, "namespace"), *name = meta_str(obj, "name");
-    int n = ns && ns[0] ? snprintf(buf, size, "%s/%s", ns, name) : snprintf(buf, size, "%s", name);
-    return name && n > 0 && (size_t)n < size;
+    return kop_meta_key(buf, size, meta_str(obj, "namespace"), meta_str(obj, "name")) == KOP_OK;
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -765,10 +764,7 @@ kop_err kop_informer_get(kop_informer *inf, const char *ns, const char *name, js
 {
     char key[512];
     *out = NULL;
-    int n = inf->opts.resource.namespaced && ns && ns[0]
-                ? snprintf(key, sizeof key, "%s/%s", ns, name)
-                : snprintf(key, sizeof key, "%s", name);
-    if (n <= 0 || (size_t)n >= sizeof key)
+    if (kop_meta_key(key, sizeof key, inf->opts.resource.namespaced ? ns : NULL, name) != KOP_OK)
         return KOP_EINVAL;
     pthread_rwlock_rdlock(&inf->lock);
     struct entry *e = kop__map_get(&inf->store, key);
