@@ -1,4 +1,4 @@
-# kopc - thin wrapper over CMake (C), Go (tools/devcluster) and, later, npm.
+# kopc - thin wrapper over CMake (C), Go (tools/devcluster) and npm (the page test).
 #
 #   make run     the demo: devcluster, CRDs, sample challenges, the CTF operator
 #   make test    everything: unit, sanitizer, integration and e2e tests
@@ -6,8 +6,10 @@
 #   make fuzz    run every fuzz target for FUZZ_SECONDS (default 600) each
 #
 # Both install what is missing first (Debian packages through apt-get, Go
-# modules through the Go proxy). Go keeps its module and build caches in
-# their default places, so a warm machine rebuilds the devcluster in seconds.
+# modules through the Go proxy; for make test also the page test's npm packages,
+# through npm ci).
+# Go keeps its module and build caches in their default places, so a warm
+# machine rebuilds the devcluster in seconds.
 
 BUILD      := build
 BIN        := $(BUILD)/bin
@@ -16,6 +18,7 @@ ASAN_DIR   := $(BUILD)/asan
 FUZZ_DIR   := $(BUILD)/fuzz
 FUZZ_SECONDS ?= 600
 RUN_DIR    := $(BUILD)/run/devcluster
+PAGE_DIR   := test/e2e/page
 DEVCLUSTER := $(BIN)/devcluster
 KUBECTL    := $(BIN)/kubectl
 JOBS       ?= $(shell nproc)
@@ -31,7 +34,7 @@ VERSION_PKGS := k8s.io/component-base/version k8s.io/client-go/pkg/version
 GO_LDFLAGS  := -s -w $(foreach p,$(VERSION_PKGS),-X $(p).gitVersion=$(K8S_VERSION) \
 	-X $(p).gitMajor=$(K8S_MAJOR) -X $(p).gitMinor=$(K8S_MINOR) -X $(p).gitTreeState=clean)
 
-.PHONY: all deps go-check devcluster build build-asan test test-unit test-e2e fuzz run stop clean help
+.PHONY: all deps go-check devcluster page-deps build build-asan test test-unit test-e2e fuzz run stop clean help
 
 all: build devcluster
 
@@ -55,6 +58,14 @@ devcluster: go-check
 	cd tools/devcluster && $(GO) build -ldflags '$(GO_LDFLAGS)' -o ../../$(DEVCLUSTER) .
 	cd tools/devcluster && $(GO) build -ldflags '$(GO_LDFLAGS)' -o ../../$(KUBECTL) k8s.io/kubernetes/cmd/kubectl
 
+# The browser test's npm packages (playwright-core; the browser is Debian's
+# chromium), installed again whenever package-lock.json changes.
+page-deps: $(PAGE_DIR)/node_modules/.package-lock.json
+
+$(PAGE_DIR)/node_modules/.package-lock.json: $(PAGE_DIR)/package-lock.json
+	npm ci --prefix $(PAGE_DIR) --no-audit --no-fund
+	@touch $@
+
 build: deps
 	cmake -S . -B $(CMAKE_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(CMAKE_DIR) -j $(JOBS)
@@ -77,10 +88,10 @@ test-unit: build build-asan
 	@echo "make: unit tests again under ASan + UBSan"
 	ctest --test-dir $(ASAN_DIR) --output-on-failure
 
-test-e2e: build devcluster
+test-e2e: build devcluster page-deps
 	ctest --test-dir $(CMAKE_DIR) -L 'integration|e2e' --output-on-failure
 
-test: deps devcluster build build-asan
+test: deps devcluster build build-asan page-deps
 	@echo "make: sanitizer build (ASan + UBSan): unit tests and bounded fuzz runs"
 	ctest --test-dir $(ASAN_DIR) --output-on-failure
 	@echo "make: regular build: unit, integration and e2e tests"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # demo.sh start|stop - the demo behind `make run`: a devcluster, the CRDs,
-# RBAC and sample challenges, and the CTF operator running as its own
-# service account. State lives in build/run/.
+# RBAC and sample challenges, the API's token Secrets, and the CTF operator
+# running as its own service account, serving the participant page on
+# http://127.0.0.1:8080. State lives in build/run/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=build/run
@@ -26,6 +27,7 @@ start() {
     $K apply -k config/rbac >/dev/null
     $K apply -k config/samples >/dev/null
     echo "demo: CRDs, RBAC and sample ChallengeDefinitions (web, nc, twopod) installed"
+    tokens
     if [ -f "$RUN/ctf-operator.pid" ] && kill -0 "$(cat "$RUN/ctf-operator.pid")" 2>/dev/null; then
         echo "demo: ctf-operator already running (pid $(cat "$RUN/ctf-operator.pid"))"
     else
@@ -40,22 +42,61 @@ contexts: [{name: operator, context: {cluster: dev, user: kopc-ctf-operator, nam
 current-context: operator
 KC
         chmod 600 "$RUN/operator.kubeconfig"
-        nohup "$BIN/ctf-operator" --kubeconfig "$RUN/operator.kubeconfig" >"$RUN/ctf-operator.log" 2>&1 &
+        nohup "$BIN/ctf-operator" --kubeconfig "$RUN/operator.kubeconfig" --api-bind 127.0.0.1:8080 \
+            >"$RUN/ctf-operator.log" 2>&1 &
         echo $! >"$RUN/ctf-operator.pid"
         echo "demo: ctf-operator started as service account kopc-system/kopc-ctf-operator (log: $RUN/ctf-operator.log)"
     fi
+    for _ in $(seq 1 60); do
+        curl -fs -o /dev/null http://127.0.0.1:8080/api/openapi.json && break
+        sleep 0.5
+    done
     cat <<TXT
 
-The CTF demo is running. Try:
+The CTF demo is running. Open the participant page:
+  http://127.0.0.1:8080
+and sign in with team-b's token (team-a's is in $RUN/tokens.txt, with the admin token):
+  $(secret_value ctf-team-tokens team-b)
+Press "Create server" on a challenge: it goes Starting -> Running with its
+endpoint; reload the page and it is still there; Extend it, Stop it.
+
+Or from the shell:
   export KUBECONFIG=$PWD/$DIR/kubeconfig
   $BIN/kubectl -n ctf get chaldef                  # the sample definitions
   $BIN/kubectl -n ctf get chal -w                  # web-team-a goes Pending -> Running
   printf 'apiVersion: ctf.kopc.io/v1alpha1\\nkind: Challenge\\nmetadata: {name: nc-team-b, namespace: ctf}\\nspec: {definition: nc, team: team-b}\\n' | $BIN/kubectl apply -f -
   $BIN/kubectl -n ctf get chal nc-team-b -o yaml  # endpoint, expiry, conditions
-  curl -s 127.0.0.1:9090/metrics | grep ctf_instances
+  curl -s -H "Authorization: Bearer \$(grep ^admin $RUN/tokens.txt | cut -d' ' -f2)" 127.0.0.1:8080/api/v1/teams/team-b/instances
+  curl -s 127.0.0.1:9090/metrics | grep -E 'ctf_instances|ctf_api_requests_total' 
 Pods are simulated (KWOK): they run, but nothing listens on the endpoints.
 Stop everything with: make stop
 TXT
+}
+
+# secret_value SECRET KEY: one value of a Secret in kopc-system, decoded.
+secret_value() {
+    $K -n kopc-system get secret "$1" -o "jsonpath={.data.$2}" | base64 -d
+}
+
+# tokens makes the API's Secrets once (random tokens for the admin and two
+# teams) and writes them, readable only by you, to build/run/tokens.txt.
+tokens() {
+    if ! $K -n kopc-system get secret ctf-api-admin >/dev/null 2>&1; then
+        $K -n kopc-system create secret generic ctf-api-admin \
+            --from-literal=token="$(openssl rand -hex 24)" >/dev/null
+    fi
+    if ! $K -n kopc-system get secret ctf-team-tokens >/dev/null 2>&1; then
+        $K -n kopc-system create secret generic ctf-team-tokens \
+            --from-literal=team-a="$(openssl rand -hex 24)" \
+            --from-literal=team-b="$(openssl rand -hex 24)" >/dev/null
+    fi
+    (
+        umask 077
+        printf 'admin %s\nteam-a %s\nteam-b %s\n' "$(secret_value ctf-api-admin token)" \
+            "$(secret_value ctf-team-tokens team-a)" "$(secret_value ctf-team-tokens team-b)" \
+            >"$RUN/tokens.txt"
+    )
+    echo "demo: API tokens for the admin, team-a and team-b in $RUN/tokens.txt"
 }
 
 case "${1:-}" in

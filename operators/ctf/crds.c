@@ -16,7 +16,7 @@
 #include "ctf.h"
 
 /* From the generated crds_data.c. */
-extern const char *const ctf_crd_yaml[];
+extern const char *const ctf_crd_data[];
 extern const size_t ctf_crd_count;
 
 static const kop_resource CRDS = {"apiextensions.k8s.io", "v1", "customresourcedefinitions",
@@ -60,7 +60,7 @@ kop_err ctf_install_crds(kop_client *c, kop_status *st)
 {
     kop_write_opts wo = {.field_manager = CTF_FIELD_MANAGER, .force = true};
     for (size_t i = 0; i < ctf_crd_count; i++) {
-        json_t *crd = yaml_to_json(ctf_crd_yaml[i]);
+        json_t *crd = yaml_to_json(ctf_crd_data[i]);
         if (!crd) {
             kop_status_setf(st, 0, NULL, "built-in CRD %zu is not valid YAML", i);
             return KOP_EPARSE;

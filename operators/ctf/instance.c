@@ -16,6 +16,7 @@
  *  - Pod templates are deep copies: the definition passed in is never
  *    modified.
  */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -588,6 +589,35 @@ bool ctf_flag_secret_ref(const json_t *def, const char **name, const char **key)
     if (key)
         *key = nonempty(k) ? k : KEY_DEFAULT;
     return true;
+}
+
+kop_err ctf_secret_value(const json_t *secret, const char *key, unsigned char **out,
+                         size_t *len)
+{
+    const char *in = json_string_value(json_object_get(json_object_get(secret, "data"), key));
+    *out = NULL;
+    *len = 0;
+    if (!in)
+        return KOP_ENOTFOUND;
+    size_t n = strlen(in);
+    if (n > INT_MAX / 2)
+        return KOP_EPARSE;
+    unsigned char *buf = malloc(n / 4 * 3 + 4);
+    if (!buf)
+        return KOP_ENOMEM;
+    int got = EVP_DecodeBlock(buf, (const unsigned char *)in, (int)n);
+    if (got < 0) {
+        free(buf);
+        return KOP_EPARSE;
+    }
+    while (n > 0 && in[n - 1] == '=') { /* EVP_DecodeBlock counts padding as bytes */
+        got--;
+        n--;
+    }
+    buf[got] = '\0';
+    *out = buf;
+    *len = (size_t)got;
+    return KOP_OK;
 }
 
 /* dynamic_flag computes prefix + hex(HMAC-SHA256(key, "def:team"))[0:32] + suffix. */

@@ -124,6 +124,15 @@ KOP_NODISCARD kop_err ctf_validate_definition(const json_t *def, kop_status *st)
 bool ctf_flag_secret_ref(const json_t *def, const char **name, const char **key);
 
 /*
+ * ctf_secret_value decodes data[key] of a Secret into *out (malloc'ed,
+ * caller cleanses and frees; NUL-terminated beyond *len for convenience).
+ * KOP_ENOTFOUND when the Secret has no such key, KOP_EPARSE when it is not
+ * base64, KOP_ENOMEM.
+ */
+KOP_NODISCARD kop_err ctf_secret_value(const json_t *secret, const char *key, unsigned char **out,
+                                       size_t *len);
+
+/*
  * ctf_flag computes the flag of a team's instance into *out (malloc'ed,
  * caller frees): spec.flag.static as is, or for spec.flag.dynamic
  * prefix (default "flag{") + the first 32 hex digits of

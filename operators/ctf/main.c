@@ -3,7 +3,8 @@
  *
  * A ChallengeDefinition says what an instance is made of; a Challenge asks
  * for one team's instance. This program runs the Challenge controller
- * (reconcile.c) on a libkop manager. See docs/ctf-resources.md.
+ * (reconcile.c) on a libkop manager, and serves the instance API and the
+ * participant page (api.c). See docs/ctf-resources.md and docs/api.md.
  */
 #include <errno.h>
 #include <limits.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api.h"
 #include "ctf.h"
 
 static const char usage_text[] =
@@ -20,7 +22,14 @@ static const char usage_text[] =
     "  --max-instances N            instances in all (default 1000)\n"
     "  --ingress-domain DOMAIN      HTTP exposures get <expose>-<namespace>.DOMAIN (default: NodePort)\n"
     "  --node-address HOST          host shown in NodePort endpoints (default 127.0.0.1)\n"
-    "  --system-namespace NS        where the operator's Lease lives (default kopc-system)\n"
+    "  --system-namespace NS        where the Lease and the API's token Secrets live\n"
+    "                               (default kopc-system)\n"
+    "  --api-bind ADDR              the instance API and page (default 127.0.0.1:8080; 0: off)\n"
+    "  --challenge-namespace NS     where the API reads definitions and creates Challenges\n"
+    "                               (default ctf)\n"
+    "  --api-team-burst N           writes a team may make at once (default 20)\n"
+    "  --api-team-rate N            writes per minute a team gets back (default 20)\n"
+    "  --api-heartbeat SECONDS      event stream heartbeat interval, 1 to 30 (default 15)\n"
     "  --install-crds               apply the operator's CRDs at start-up (needs the\n"
     "                               crd_installer_role RBAC)\n";
 
@@ -37,7 +46,8 @@ static bool parse_int(const char *v, int *out)
 }
 
 /* parse_args fills the manager's and the operator's settings. */
-static int parse_args(int argc, char **argv, kop_manager_opts *mo, ctf_operator *op)
+static int parse_args(int argc, char **argv, kop_manager_opts *mo, ctf_operator *op,
+                      ctf_api_opts *ao)
 {
     kop_status st;
     for (int i = 1; i < argc;) {
@@ -66,7 +76,17 @@ static int parse_args(int argc, char **argv, kop_manager_opts *mo, ctf_operator 
         else if (ok && strcmp(flag, "--node-address") == 0)
             op->instance.node_address = v;
         else if (ok && strcmp(flag, "--system-namespace") == 0)
-            mo->leader_election_namespace = v;
+            mo->leader_election_namespace = ao->system_namespace = v;
+        else if (ok && strcmp(flag, "--api-bind") == 0)
+            ao->bind = v;
+        else if (ok && strcmp(flag, "--challenge-namespace") == 0)
+            ok = kop_meta_is_valid_dns1123_label(ao->challenge_namespace = v);
+        else if (ok && strcmp(flag, "--api-team-burst") == 0)
+            ok = parse_int(v, &ao->team_burst);
+        else if (ok && strcmp(flag, "--api-team-rate") == 0)
+            ok = parse_int(v, &ao->team_per_minute);
+        else if (ok && strcmp(flag, "--api-heartbeat") == 0)
+            ok = parse_int(v, &ao->heartbeat_s) && ao->heartbeat_s <= 30; /* < idle timeout */
         else {
             fprintf(stderr, "ctf-operator: bad flag %s\n%s%s", flag, usage_text,
                     kop_manager_flags_usage());
@@ -92,11 +112,20 @@ int main(int argc, char **argv)
         .name = "kopc-ctf-operator",
         .leader_election_namespace = "kopc-system",
     };
+    ctf_api_opts ao = {
+        .bind = "127.0.0.1:8080",
+        .challenge_namespace = "ctf",
+        .system_namespace = "kopc-system",
+        .team_burst = 20,
+        .team_per_minute = 20,
+        .heartbeat_s = 15,
+    };
+    ctf_api *api = NULL;
     kop_status st;
     kop_err err;
 
     kop_status_clear(&st);
-    if (parse_args(argc, argv, &mo, &op))
+    if (parse_args(argc, argv, &mo, &op, &ao))
         return 2;
     err = kop_manager_new(&mo, &op.mgr, &st);
     if (!err && op.install_crds)
@@ -105,6 +134,10 @@ int main(int argc, char **argv)
         err = kop_recorder_new(kop_manager_client(op.mgr), "kopc-ctf", NULL, &op.events);
     if (!err)
         err = ctf_setup_controller(&op, &st);
+    if (!err)
+        err = ctf_api_new(&op, &ao, &api, &st);
+    if (!err)
+        err = ctf_api_start(api, &st);
     if (!err) {
         kop_log(KOP_LOG_INFO, "ctf-operator starting",
                 KOP_LOG_STR("namespace", op.watch_namespace ? op.watch_namespace : "(all)"),
@@ -115,6 +148,9 @@ int main(int argc, char **argv)
     }
     if (err)
         fprintf(stderr, "ctf-operator: %s: %s\n", kop_strerror(err), st.message);
+    if (err == KOP_ETIMEOUT)
+        return 1; /* reconciles still run: free nothing they may use */
+    ctf_api_free(api);
     kop_recorder_free(op.events);
     kop_manager_free(op.mgr);
     return err ? 1 : 0;

@@ -488,26 +488,6 @@ static kop_result finalize(ctf_operator *op, const kop_reconcile *req, json_t *c
 
 /* ---- the instance -------------------------------------------------------------- */
 
-static kop_err base64_decode(const char *in, unsigned char **out, size_t *len)
-{
-    size_t n = strlen(in);
-    *out = malloc(n / 4 * 3 + 4);
-    if (!*out)
-        return KOP_ENOMEM;
-    int got = EVP_DecodeBlock(*out, (const unsigned char *)in, (int)n);
-    if (got < 0) {
-        free(*out);
-        *out = NULL;
-        return KOP_EPARSE;
-    }
-    while (n > 0 && in[n - 1] == '=') { /* EVP_DecodeBlock counts padding */
-        got--;
-        n--;
-    }
-    *len = (size_t)got;
-    return KOP_OK;
-}
-
 /* read_flag computes the instance's flag; *flag is owned (NULL: none). */
 static bool read_flag(ctf_operator *op, const json_t *chal, const json_t *def, char **flag,
                       observation *o)
@@ -525,9 +505,7 @@ static bool read_flag(ctf_operator *op, const json_t *chal, const json_t *def, c
                           name ? name : "(unnamed)");
             return false;
         }
-        const char *b64 = json_string_value(
-            json_object_get(json_object_get(secret, "data"), k ? k : "key"));
-        kop_err err = b64 ? base64_decode(b64, &key, &key_len) : KOP_ENOTFOUND;
+        kop_err err = ctf_secret_value(secret, k ? k : "key", &key, &key_len);
         json_decref(secret);
         if (err) {
             observe_error(o, "InvalidDefinition", "flag key Secret %s has no usable key \"%s\"",

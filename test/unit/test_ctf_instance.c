@@ -19,30 +19,10 @@
 
 #include <cmocka.h>
 
+#include "ctf_fixture.h"
 #include "instance.h"
 
-#define LEN(a) (sizeof(a) / sizeof((a)[0]))
-
-/* 2026-11-21T10:00:00Z:
- * python3 -c "import calendar; print(calendar.timegm((2026,11,21,10,0,0)))" */
-#define T0 ((time_t)1795255200)
-
 /* ---- fixtures ----------------------------------------------------------- */
-
-/* parse reads single-quoted JSON. */
-static json_t *parse(const char *text)
-{
-    char *s = strdup(text);
-    for (char *p = s; *p; p++)
-        if (*p == '\'')
-            *p = '"';
-    json_error_t e;
-    json_t *v = json_loads(s, JSON_DECODE_ANY, &e);
-    if (!v)
-        fail_msg("bad test JSON: %s: %s", e.text, s);
-    free(s);
-    return v;
-}
 
 static void assert_json_eq(const json_t *got, const char *want_text, const char *what)
 {

@@ -29,19 +29,23 @@ import (
 
 func nodeName(i int) string { return fmt.Sprintf("kwok-node-%d", i) }
 
-// devcluster's own stages, for testing operators' error handling: images
-// whose reference contains "kwok-image-pull-fails" or "kwok-crashloop".
+// devcluster's own stages, for testing operators' error handling and what a
+// user sees while an instance starts: images whose reference contains
+// "kwok-image-pull-fails", "kwok-crashloop" or "kwok-slow-start".
 var (
 	//go:embed stages/pod-image-pull-fails.yaml
 	stageImagePullFails string
 	//go:embed stages/pod-crashloop.yaml
 	stageCrashLoop string
+	//go:embed stages/pod-slow-start.yaml
+	stageSlowStart string
 )
 
 // kwokStages are the lifecycles KWOK plays: nodes come up at once and renew
 // a lease; pods become ready at once, complete when their containers would,
-// and go away when deleted; and two failures operators must handle (an image
-// that cannot be pulled, a container that crash-loops), chosen by image name.
+// and go away when deleted; two failures operators must handle (an image
+// that cannot be pulled, a container that crash-loops) and a pod that takes
+// 6 s to become Ready, chosen by image name.
 func kwokStages() (map[internalversion.StageResourceRef][]*internalversion.Stage, error) {
 	groups := map[internalversion.StageResourceRef][]*internalversion.Stage{}
 	for _, raw := range []string{
@@ -52,6 +56,7 @@ func kwokStages() (map[internalversion.StageResourceRef][]*internalversion.Stage
 		podfast.DefaultPodDelete,
 		stageImagePullFails,
 		stageCrashLoop,
+		stageSlowStart,
 	} {
 		stage, err := config.UnmarshalWithType[*internalversion.Stage](raw)
 		if err != nil {
@@ -138,7 +143,7 @@ func ensureNodes(ctx context.Context, c *kubernetes.Clientset, n int) error {
 				"type":                   "kwok",
 			},
 			Annotations: map[string]string{
-				"kwok.x-k8s.io/node":         "fake",
+				"kwok.x-k8s.io/node":           "fake",
 				"node.alpha.kubernetes.io/ttl": "0",
 			},
 		}}

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# ctf_page_test.sh - the participant page in headless Chromium against the
+# real CTF operator on a devcluster: a team signs in, creates a server, sees
+# it start (its image is "kwok-slow-start": Ready after about 6 s) and run
+# with an endpoint, reloads, extends, rides out a restart of the operator
+# (the page reconnects and takes the state from the new snapshot), stops it
+# and signs out. test/e2e/page/page_test.mjs drives the browser; it asks
+# this script to stop and start the operator through files in $WORK/control.
+# Screenshots of every step go to $KOP_ARTIFACTS (default
+# build/test-artifacts/page).
+#
+# Env: DEVCLUSTER, KUBECTL, OPERATOR (binaries), SRC (repo root), KOP_TEST_TMP;
+# optional CHROMIUM (default /usr/bin/chromium), NODE, KOP_ARTIFACTS.
+# Needs Chromium (tools/install-deps.sh) and test/e2e/page/node_modules
+# (`make test` runs npm ci there); without them it fails, it never skips.
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+
+DEVCLUSTER=${DEVCLUSTER:?}
+KUBECTL=${KUBECTL:?}
+OPERATOR=${OPERATOR:?}
+SRC=${SRC:?}
+CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+NODE=${NODE:-node}
+ARTIFACTS=${KOP_ARTIFACTS:-$SRC/build/test-artifacts/page}
+PAGE_DIR=$SRC/test/e2e/page
+mkdir -p "${KOP_TEST_TMP:-/tmp}"
+WORK=$(mktemp -d "${KOP_TEST_TMP:-/tmp}/page.XXXXXX")
+DIR=$WORK/cluster
+op_pid=
+node_pid=
+
+fail() {
+    printf 'FAIL: %s\n' "$*" >&2
+    [ -f "$WORK/op.log" ] && { echo "--- operator log (tail)" >&2; tail -40 "$WORK/op.log" >&2; }
+    exit 1
+}
+k() { "$KUBECTL" --kubeconfig "$DIR/kubeconfig" --request-timeout=30s "$@"; }
+cleanup() {
+    [ -n "$node_pid" ] && kill "$node_pid" 2>/dev/null || true
+    [ -n "$op_pid" ] && kill -9 "$op_pid" 2>/dev/null || true
+    "$DEVCLUSTER" stop --dir "$DIR" >/dev/null 2>&1 || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+log "what the browser test needs"
+[ -x "$CHROMIUM" ] || fail "no Chromium at $CHROMIUM: tools/install-deps.sh installs the Debian package chromium"
+command -v "$NODE" >/dev/null || fail "no Node.js ($NODE) to run test/e2e/page/page_test.mjs"
+[ -f "$PAGE_DIR/node_modules/playwright-core/package.json" ] ||
+    fail "test/e2e/page/node_modules is missing: run npm ci --prefix test/e2e/page (make test does)"
+ok "Chromium, Node.js and playwright-core are there"
+
+log "cluster, CRDs, namespaces, tokens, a slow-starting challenge"
+"$DEVCLUSTER" start --dir "$DIR" >/dev/null || fail "devcluster start"
+k apply -k "$SRC/config/crd" >/dev/null
+k wait --for=condition=Established crd/challenges.ctf.kopc.io crd/challengedefinitions.ctf.kopc.io --timeout=60s >/dev/null ||
+    fail "CRDs not Established"
+k create namespace ctf >/dev/null
+k create namespace kopc-system >/dev/null
+TEAM=team-a
+TOKEN=$(openssl rand -hex 32)
+ADMIN_TOKEN=$(openssl rand -hex 32)
+k -n kopc-system create secret generic ctf-api-admin --from-literal=token="$ADMIN_TOKEN" >/dev/null
+k -n kopc-system create secret generic ctf-team-tokens \
+    --from-literal="$TEAM=$TOKEN" --from-literal=team-b="$(openssl rand -hex 32)" >/dev/null
+k apply -f - >/dev/null <<'EOF'
+apiVersion: ctf.kopc.io/v1alpha1
+kind: ChallengeDefinition
+metadata:
+  name: web
+  namespace: ctf
+spec:
+  title: Cookie Monster
+  category: web
+  description: The admin panel trusts its cookies a little too much.
+  points: 100
+  pods:
+  - name: web
+    template:
+      containers:
+      - name: web
+        image: registry.example/ctf/kwok-slow-start:1
+        ports:
+        - containerPort: 8080
+  expose:
+  - name: http
+    pod: web
+    port: 8080
+    type: HTTP
+  flag:
+    static: flag{p4g3_t3st}
+  lifetime:
+    default: 30m
+    max: 2h
+    renewBy: 30m
+EOF
+ok "devcluster with the CRDs, the token Secrets and the definition web"
+
+log "the operator with its API"
+METRICS_PORT=$(free_port)
+API_PORT=$(free_port)
+URL=http://127.0.0.1:$API_PORT
+start_operator() {
+    "$OPERATOR" --kubeconfig "$DIR/kubeconfig" --metrics-bind "127.0.0.1:$METRICS_PORT" \
+        --api-bind "127.0.0.1:$API_PORT" --api-heartbeat 2 -v 1 >>"$WORK/op.log" 2>&1 &
+    op_pid=$!
+    wait_for 60 "the API answers" curl -sf "$URL/api/openapi.json"
+}
+start_operator
+# The token Secrets and the definitions are in the API's caches once the
+# team's token lists the challenge.
+wait_for 60 "the API knows the team and the challenge" \
+    bash -c "curl -sf -H 'Authorization: Bearer $TOKEN' '$URL/api/v1/challenges' | grep -q '\"web\"'"
+ok "the operator serves the API and the page on 127.0.0.1:$API_PORT"
+
+log "the page in headless Chromium"
+# The page test asks for the operator to go away (file "stop") and come back
+# ("start"); each is answered with "stopped" or "started".
+CONTROL=$WORK/control
+mkdir -p "$CONTROL"
+PAGE_URL=$URL/ PAGE_TEAM=$TEAM PAGE_TOKEN=$TOKEN PAGE_ADMIN_TOKEN=$ADMIN_TOKEN PAGE_CHALLENGE=web \
+    PAGE_ARTIFACTS=$ARTIFACTS PAGE_CONTROL=$CONTROL CHROMIUM=$CHROMIUM "$NODE" "$PAGE_DIR/page_test.mjs" &
+node_pid=$!
+while kill -0 "$node_pid" 2>/dev/null; do
+    if [ -f "$CONTROL/stop" ]; then
+        rm -f "$CONTROL/stop"
+        kill -9 "$op_pid"
+        wait "$op_pid" 2>/dev/null || true
+        touch "$CONTROL/stopped"
+    elif [ -f "$CONTROL/start" ]; then
+        rm -f "$CONTROL/start"
+        start_operator
+        touch "$CONTROL/started"
+    fi
+    sleep 0.2
+done
+wait "$node_pid" || { node_pid=; fail "the page test failed (screenshots in $ARTIFACTS)"; }
+node_pid=
+ok "the page: sign in, create, starting, running, reload, extend, reconnect, phone, stop, sign out, admin"
+grep -qF -e "$TOKEN" -e "$ADMIN_TOKEN" "$WORK/op.log" && fail "a token appears in the operator's log"
+ok "the tokens the page used appear nowhere in the operator's log"
+
+kill -TERM "$op_pid"
+wait "$op_pid" || fail "operator exit code $? after SIGTERM"
+op_pid=
+echo "$passed passed, 0 failed"
