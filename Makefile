@@ -4,6 +4,9 @@
 #   make test    everything: unit, sanitizer, integration and e2e tests
 #   make stop    stop the demo cluster
 #   make fuzz    run every fuzz target for FUZZ_SECONDS (default 600) each
+#   make install PREFIX=DIR   libkop (static, shared), headers, kop.pc, CMake package
+#   make helm    build/bin/helm, the Helm CLI pinned in tools/helm/go.mod
+#   make image   the operator's container image IMAGE (needs docker; not in make test)
 #
 # Both install what is missing first (Debian packages through apt-get, Go
 # modules through the Go proxy; for make test also the page test's npm packages,
@@ -49,6 +52,40 @@ go-check:
 	@v=$$($(GO) env GOVERSION | sed 's/^go//'); \
 	 if [ "$$(printf '%s\n%s\n' "$(GO_MIN)" "$$v" | sort -V | head -1)" != "$(GO_MIN)" ]; then \
 	   echo "make: Go $(GO_MIN)+ is required, found $$v"; exit 1; fi
+
+# Helm, for the chart's lint and template tests (charts/kopc-ctf), built from
+# the version pinned in tools/helm/go.mod with the ldflags Helm's own Makefile
+# sets, so `helm version` and the default Kubernetes version of `helm template`
+# are right.
+HELM          := $(BIN)/helm
+HELM_VERSION  := $(shell awk '$$1 == "helm.sh/helm/v3" { print $$2; exit }' tools/helm/go.mod)
+HELM_K8S      := $(shell awk '$$1 == "k8s.io/client-go" { print $$2; exit }' tools/helm/go.mod)
+HELM_K8S_MINOR := $(word 2,$(subst ., ,$(HELM_K8S:v%=%)))
+HELM_LDFLAGS  := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	-X helm.sh/helm/v3/internal/version.gitTreeState=clean \
+	$(foreach p,helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil,\
+	  -X $(p).k8sVersionMajor=1 -X $(p).k8sVersionMinor=$(HELM_K8S_MINOR))
+PREFIX        ?= /usr/local
+IMAGE         ?= ghcr.io/kopc/ctf-operator:0.1.0
+
+.PHONY: helm install image
+test test-e2e: helm
+
+helm: go-check
+	@mkdir -p $(BIN)
+	cd tools/helm && $(GO) build -ldflags '$(HELM_LDFLAGS)' -o ../../$(HELM) helm.sh/helm/v3/cmd/helm
+
+# libkop for other projects: pkg-config --cflags --libs kop, or
+# find_package(kop) and kop::kop (docs/install.md). DESTDIR works too.
+install: build
+	cmake --install $(CMAKE_DIR) --prefix $(PREFIX)
+
+# The operator's image (Dockerfile: a Debian build stage, a slim non-root
+# runtime stage). test/packaging/image_libs_test.sh checks without docker that
+# the binary needs only the libraries the runtime stage installs.
+image:
+	docker build -t $(IMAGE) .
+	docker run --rm $(IMAGE) --help 2>&1 | grep -q 'usage: ctf-operator'
 
 # go build is a no-op when nothing changed; the cold build takes a while
 # (see docs/devcluster.md), so say so.

@@ -5,6 +5,8 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev llvm
       libcurl4-openssl-dev libjansson-dev libfyaml-dev libmicrohttpd-dev libssl-dev
       libcmocka-dev valgrind curl ca-certificates openssl chromium)
+# The install tests read the rules, chart and kustomize YAML with Python.
+pkgs+=(python3 python3-yaml)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

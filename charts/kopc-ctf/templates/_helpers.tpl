@@ -1,0 +1,42 @@
+{{/* kopc-ctf.name: the chart's name, or nameOverride. */}}
+{{- define "kopc-ctf.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* kopc-ctf.fullname: the prefix of every object's name. */}}
+{{- define "kopc-ctf.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains (include "kopc-ctf.name" .) .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name (include "kopc-ctf.name" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* kopc-ctf.selectorLabels: what the Services and the PDB select the pods by. */}}
+{{- define "kopc-ctf.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kopc-ctf.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{/* kopc-ctf.labels: on every object. */}}
+{{- define "kopc-ctf.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "kopc-ctf.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: kopc
+{{- end -}}
+
+{{/* kopc-ctf.serviceAccountName: the identity the operator runs as. */}}
+{{- define "kopc-ctf.serviceAccountName" -}}
+{{- default (include "kopc-ctf.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{/* kopc-ctf.image: repository:tag, the tag defaulting to the appVersion. */}}
+{{- define "kopc-ctf.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}

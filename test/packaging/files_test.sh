@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# files_test.sh - the install files agree with their sources, no cluster needed:
+#   - docs/libkop-reference.md is what tools/gen-libkop-ref.py makes of the
+#     headers now;
+#   - the chart's crds/ are config/crd/bases, its files/ are config/monitoring
+#     and the Roles of config/rbac (the chart renders its RBAC from them);
+#   - the alert rules and the dashboard are well formed and name only metrics
+#     the code registers (check_monitoring.py --source; the e2e install test
+#     checks them against a live scrape too);
+#   - one version everywhere: CMake project, KOP_VERSION_STRING, kop.pc (via
+#     CMake), the chart's version and appVersion, the image tag in
+#     config/default, config/manager and the Makefile.
+#
+# Env: SRC (repo root).
+set -euo pipefail
+# shellcheck source=../e2e/lib.sh
+source "$(dirname "$0")/../e2e/lib.sh"
+
+SRC=${SRC:?}
+fail() { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
+cd "$SRC"
+
+python3 tools/gen-libkop-ref.py --check || fail "docs/libkop-reference.md is stale"
+ok "docs/libkop-reference.md is up to date with include/kop/*.h"
+
+# same_dir A B: the same files with the same contents.
+same_dir() {
+    diff -r "$1" "$2" >/dev/null || fail "$2 differs from $1 (cp $1/* $2/): $(diff -rq "$1" "$2" | head -3)"
+}
+same_dir config/crd/bases charts/kopc-ctf/crds
+# copied FROM TO: TO is a copy of FROM.
+copied() { cmp -s "$1" "$2" || fail "$2 differs from $1: cp $1 $2"; }
+for f in alerts.yaml grafana-dashboard.json; do copied "config/monitoring/$f" "charts/kopc-ctf/files/$f"; done
+for f in role.yaml leader_election_role.yaml; do copied "config/rbac/$f" "charts/kopc-ctf/files/rbac/$f"; done
+ok "the chart's CRDs, RBAC rules and monitoring files are copies of config/"
+
+python3 test/packaging/check_monitoring.py --source "$SRC" >/dev/null || fail "the alert rules or the dashboard"
+ok "alert rules and dashboard are well formed and use only registered metrics"
+
+v=$(sed -n 's/^project(kopc VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+[ -n "$v" ] || fail "no version in CMakeLists.txt"
+check() { [ "$2" = "$v" ] || fail "$1 says '$2', CMakeLists.txt $v"; }
+check include/kop/common.h "$(sed -n 's/^#define KOP_VERSION_STRING "\(.*\)"/\1/p' include/kop/common.h)"
+check "Chart.yaml version" "$(sed -n 's/^version: *//p' charts/kopc-ctf/Chart.yaml)"
+check "Chart.yaml appVersion" "$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' charts/kopc-ctf/Chart.yaml)"
+check "config/default newTag" "$(sed -n 's/^ *newTag: *//p' config/default/kustomization.yaml)"
+check "config/manager image" "$(sed -n 's#^ *image: ghcr.io/kopc/ctf-operator:\([^ ]*\).*#\1#p' config/manager/manager.yaml)"
+check "Makefile IMAGE" "$(sed -n 's#^IMAGE *?= *ghcr.io/kopc/ctf-operator:##p' Makefile)"
+ok "version $v in CMake, the headers, the chart, the kustomize image and the Makefile"
+
+echo "$passed passed, 0 failed"
