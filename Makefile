@@ -7,6 +7,7 @@
 #   make install PREFIX=DIR   libkop (static, shared), headers, kop.pc, CMake package
 #   make helm    build/bin/helm, the Helm CLI pinned in tools/helm/go.mod
 #   make image   the operator's container image IMAGE (needs docker; not in make test)
+#   make soak    an hour (SOAK_SECONDS) of instance churn, RSS and open fds sampled (not in make test)
 #
 # Both install what is missing first (Debian packages through apt-get, Go
 # modules through the Go proxy; for make test also the page test's npm packages,
@@ -133,6 +134,14 @@ test: deps devcluster build build-asan page-deps
 	ctest --test-dir $(ASAN_DIR) --output-on-failure
 	@echo "make: regular build: unit, integration and e2e tests"
 	ctest --test-dir $(CMAKE_DIR) --output-on-failure
+
+# The soak (test/soak/soak.sh, docs/reliability.md): the operator under
+# create/renew/expire churn for SOAK_SECONDS, its RSS and open descriptors
+# sampled into build/soak/<time>/samples.csv; fails when they grow.
+SOAK_SECONDS ?= 3600
+.PHONY: soak
+soak: deps devcluster build
+	SOAK_SECONDS=$(SOAK_SECONDS) test/soak/soak.sh
 
 # The demo: devcluster, CRDs, RBAC, sample challenges, the CTF operator.
 run: deps devcluster build

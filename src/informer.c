@@ -6,8 +6,10 @@
  *     until stopped:
  *         if no version to resume from: list everything, replace the cache
  *         watch from the last version seen, applying each event
- *         on the stream's end: watch again at once
- *         on 410 Gone: forget the version (relist)
+ *         on the stream's end: watch again at once (back off when it
+ *             ended empty within a second)
+ *         on 410 Gone: forget the version (relist; back off first when
+ *             the version a relist just returned is gone)
  *         on any other failure: sleep a jittered backoff, then watch again
  *
  * The store maps "ns/name" to an entry holding the object as compact JSON
@@ -27,9 +29,14 @@
 #include <time.h>
 
 #include "kop/informer.h"
+#include "kop/log.h"
 #include "kop/meta.h"
 #include "kop_internal.h"
 #include "map_internal.h"
+
+#ifdef __GLIBC__
+#include <malloc.h> /* malloc_trim */
+#endif
 
 #define BACKOFF_START_MS   800
 #define BACKOFF_MAX_MS     30000
@@ -37,13 +44,22 @@
 #define WATCH_SPREAD_S     300
 #define MAX_HANDLERS       16
 #define LIST_PAGE          500
+#define SHORT_WATCH_NS     1000000000LL /* an empty watch shorter than this ended abnormally */
+#define HEALTHY_WATCH_MS   60000        /* a watch open this long resets the backoff */
 
+/*
+ * entry: one cached object. Small on purpose, since there is one per object
+ * (at 10,000 objects every 100 bytes here is a megabyte): the index values
+ * live in one allocation (vals: the pointers, index after index, nvals[i]
+ * of them for index i, then the strings), the resourceVersion in the entry
+ * itself.
+ */
 struct entry {
-    char *json; /* compact serialized object */
-    char *rv;   /* metadata.resourceVersion */
+    char *json;  /* compact serialized object */
+    char **vals; /* index values; NULL when none */
     unsigned gen;
-    size_t nvals[KOP_INFORMER_MAX_INDEXES];
-    char **vals[KOP_INFORMER_MAX_INDEXES];
+    unsigned char nvals[KOP_INFORMER_MAX_INDEXES]; /* each <= KOP_INDEX_MAX_VALUES */
+    char rv[];   /* metadata.resourceVersion */
 };
 
 struct index {
@@ -249,13 +265,8 @@ static void free_entry(void *p)
     struct entry *e = p;
     if (!e)
         return;
-    for (int i = 0; i < KOP_INFORMER_MAX_INDEXES; i++) {
-        for (size_t j = 0; j < e->nvals[i]; j++)
-            free(e->vals[i][j]);
-        free(e->vals[i]);
-    }
+    free(e->vals);
     free(e->json);
-    free(e->rv);
     free(e);
 }
 
@@ -284,14 +295,15 @@ void kop_informer_free(kop_informer *inf)
 /* index_remove takes key out of every index under the values e was filed with. */
 static void index_remove(kop_informer *inf, const char *key, struct entry *e)
 {
+    char **v = e->vals;
     for (int i = 0; i < inf->nindexes; i++) {
-        for (size_t j = 0; j < e->nvals[i]; j++) {
-            kop__map *set = kop__map_get(&inf->indexes[i].by_value, e->vals[i][j]);
+        for (size_t j = 0; j < e->nvals[i]; j++, v++) {
+            kop__map *set = kop__map_get(&inf->indexes[i].by_value, *v);
             if (!set)
                 continue;
             kop__map_remove(set, key);
             if (set->len == 0)
-                free_key_set(kop__map_remove(&inf->indexes[i].by_value, e->vals[i][j]));
+                free_key_set(kop__map_remove(&inf->indexes[i].by_value, *v));
         }
     }
 }
@@ -299,30 +311,45 @@ static void index_remove(kop_informer *inf, const char *key, struct entry *e)
 /* index_add files key under obj's values in every index, recording them in e. */
 static kop_err index_add(kop_informer *inf, const char *key, const json_t *obj, struct entry *e)
 {
+    /* First every value (borrowed from obj), to size the one allocation. */
+    const char *vals[KOP_INFORMER_MAX_INDEXES * KOP_INDEX_MAX_VALUES];
+    size_t counts[KOP_INFORMER_MAX_INDEXES], total = 0, bytes = 0;
     for (int i = 0; i < inf->nindexes; i++) {
-        const char *vals[KOP_INDEX_MAX_VALUES];
-        size_t n = inf->indexes[i].fn(obj, vals, KOP_INDEX_MAX_VALUES, inf->indexes[i].user);
-        if (n > KOP_INDEX_MAX_VALUES)
-            n = KOP_INDEX_MAX_VALUES;
-        e->vals[i] = n ? calloc(n, sizeof(char *)) : NULL;
-        if (n && !e->vals[i])
-            return KOP_ENOMEM;
-        for (size_t j = 0; j < n; j++) {
-            kop__map *set = kop__map_get(&inf->indexes[i].by_value, vals[j]);
+        size_t n = inf->indexes[i].fn(obj, vals + total, KOP_INDEX_MAX_VALUES, inf->indexes[i].user);
+        counts[i] = n > KOP_INDEX_MAX_VALUES ? KOP_INDEX_MAX_VALUES : n;
+        for (size_t j = 0; j < counts[i]; j++)
+            bytes += strlen(vals[total + j]) + 1;
+        total += counts[i];
+    }
+    if (total == 0)
+        return KOP_OK;
+    e->vals = malloc(total * sizeof(char *) + bytes);
+    if (!e->vals)
+        return KOP_ENOMEM;
+    char *text = (char *)(e->vals + total);
+    for (size_t k = 0; k < total; k++) {
+        size_t len = strlen(vals[k]) + 1;
+        e->vals[k] = memcpy(text, vals[k], len);
+        text += len;
+    }
+    /* Then file the key under each; nvals counts what is filed, for index_remove. */
+    char **v = e->vals;
+    for (int i = 0; i < inf->nindexes; i++) {
+        for (size_t j = 0; j < counts[i]; j++, v++) {
+            kop__map *set = kop__map_get(&inf->indexes[i].by_value, *v);
             if (!set) {
                 set = calloc(1, sizeof *set);
                 if (!set)
                     return KOP_ENOMEM;
                 kop__map_init(set);
-                if (kop__map_put(&inf->indexes[i].by_value, vals[j], set, NULL)) {
+                if (kop__map_put(&inf->indexes[i].by_value, *v, set, NULL)) {
                     free(set);
                     return KOP_ENOMEM;
                 }
             }
-            e->vals[i][j] = strdup(vals[j]);
-            if (!e->vals[i][j] || kop__map_put(set, key, NULL, NULL))
+            if (kop__map_put(set, key, NULL, NULL))
                 return KOP_ENOMEM;
-            e->nvals[i] = j + 1;
+            e->nvals[i] = (unsigned char)(j + 1);
         }
     }
     return KOP_OK;
@@ -331,14 +358,15 @@ static kop_err index_add(kop_informer *inf, const char *key, const json_t *obj, 
 /* new_entry serializes obj into a fresh entry. */
 static struct entry *new_entry(const json_t *obj, unsigned gen)
 {
-    struct entry *e = calloc(1, sizeof *e);
+    const char *rv = meta_str(obj, "resourceVersion");
+    size_t rv_len = rv ? strlen(rv) : 0;
+    struct entry *e = calloc(1, sizeof *e + rv_len + 1);
     if (!e)
         return NULL;
+    memcpy(e->rv, rv ? rv : "", rv_len);
     e->json = json_dumps(obj, JSON_COMPACT);
-    const char *rv = meta_str(obj, "resourceVersion");
-    e->rv = strdup(rv ? rv : "");
     e->gen = gen;
-    if (!e->json || !e->rv) {
+    if (!e->json) {
         free_entry(e);
         return NULL;
     }
@@ -493,10 +521,9 @@ static kop_err apply_page(json_t *page, void *user)
             return KOP_ECANCELED;
         /* Items of a list carry no apiVersion/kind: restore them so that
          * cached objects look the same whether they came from a list or a
-         * watch (owner references and apply need them). */
-        json_t *obj = json_deep_copy(item);
-        if (!obj)
-            return KOP_ENOMEM;
+         * watch (owner references and apply need them). The page is ours
+         * and freed after this: items are changed in place, not copied. */
+        json_t *obj = json_incref(item);
         if (!json_object_get(obj, "apiVersion") && api_version)
             json_object_set_new(obj, "apiVersion", json_string(api_version));
         if (!json_object_get(obj, "kind") && list_kind && ctx->inf->opts.resource.kind)
@@ -550,6 +577,11 @@ static kop_err relist(kop_informer *inf, kop_status *st)
         return err;
     }
     sweep(inf, ctx.gen);
+#ifdef __GLIBC__
+    /* Each page was parsed whole (a tree about ten times its text) and freed:
+     * hand that memory back instead of keeping it as the process's RSS. */
+    malloc_trim(0);
+#endif
     free(inf->rv);
     inf->rv = rv;
     pthread_mutex_lock(&inf->mu);
@@ -664,6 +696,13 @@ static void count_error(kop_informer *inf, bool gone)
     pthread_mutex_unlock(&inf->mu);
 }
 
+/*
+ * The backoff only resets once the server has proven healthy again: a watch
+ * that delivered events or stayed open for HEALTHY_WATCH_MS. A successful
+ * list alone does not reset it, or a server that answers every watch of a
+ * fresh version with 410 (or ends every stream at once) would be relisted or
+ * rewatched in a tight loop; client-go backs off in both cases too.
+ */
 static void *run(void *arg)
 {
     kop_informer *inf = arg;
@@ -671,28 +710,42 @@ static void *run(void *arg)
     kop_status st;
     while (!stopping_requested(inf)) {
         kop_err err = KOP_OK;
-        bool progressed = false;
+        bool progressed = false, listed = false;
+        kop_status_clear(&st);
         if (!inf->rv) {
             err = relist(inf, &st);
-            if (err == KOP_OK)
-                backoff = BACKOFF_START_MS;
+            listed = err == KOP_OK;
         }
+        int64_t began = kop__mono_ns();
         if (err == KOP_OK)
             err = watch_once(inf, &progressed, &st);
-        if (progressed)
+        bool lasted = kop__mono_ns() - began >= (int64_t)HEALTHY_WATCH_MS * 1000000;
+        if (progressed || lasted)
             backoff = BACKOFF_START_MS;
         if (err == KOP_ECANCELED)
             break;
-        if (err == KOP_EEOF)
-            continue; /* the server ended the watch: resume at once */
+        /* The server ended the watch (its timeout): resume at once. A stream
+         * that ended empty as soon as it began is a server in trouble. */
+        if (err == KOP_EEOF && (progressed || kop__mono_ns() - began >= SHORT_WATCH_NS))
+            continue;
         if (err == KOP_EGONE || err == KOP_EEXPIRED) {
             count_error(inf, true);
+            kop_logv(1, "informer: resourceVersion expired; relisting",
+                     KOP_LOG_STR("resource", inf->opts.resource.resource),
+                     KOP_LOG_STR("version", inf->rv));
             free(inf->rv);
-            inf->rv = NULL; /* relist at once */
-            continue;
+            inf->rv = NULL; /* relist, at once unless the version just listed is gone */
+            if (!listed || progressed)
+                continue;
+        } else {
+            count_error(inf, false);
         }
-        count_error(inf, false);
-        if (!sleep_backoff(inf, next_backoff(&backoff)))
+        long wait_ms = next_backoff(&backoff);
+        const char *what = inf->rv || listed ? "informer: watch failed" : "informer: list failed";
+        kop_log(KOP_LOG_WARN, what, KOP_LOG_STR("resource", inf->opts.resource.resource),
+                KOP_LOG_ERR(err), KOP_LOG_STR("detail", st.message),
+                KOP_LOG_INT("retry_ms", wait_ms));
+        if (!sleep_backoff(inf, wait_ms))
             break;
     }
     return NULL;

@@ -66,7 +66,9 @@ static size_t find(const kop__map *m, const char *key, uint64_t h, bool *found)
 
 static kop_err grow(kop__map *m)
 {
-    size_t cap = m->cap ? m->cap : 16;
+    /* Start small: an informer keeps one map per index value (a set per owner
+     * UID, per namespace), and most of them hold a key or two. */
+    size_t cap = m->cap ? m->cap : 4;
     while (m->len * 10 >= cap * 5) /* live keys under half of the new table */
         cap *= 2;
     kop__map_slot *slots = calloc(cap, sizeof *slots);

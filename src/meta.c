@@ -124,8 +124,16 @@ static bool map_set(json_t *obj, const char *map, const char *key, const char *v
     }
     if (str_eq(map_get(obj, map, key), value))
         return false;
-    json_t *m = child_object(child_object(obj, "metadata"), map);
-    return m && json_object_set_new(m, key, json_string(value)) == 0;
+    /* A key or value that is not UTF-8 cannot be stored: refuse it before
+     * creating metadata or the map, so that obj stays as it was. */
+    json_t *v = json_string(value), *k = json_string(key);
+    json_t *m = v && k ? child_object(child_object(obj, "metadata"), map) : NULL;
+    json_decref(k);
+    if (!m) {
+        json_decref(v);
+        return false;
+    }
+    return json_object_set_new(m, key, v) == 0;
 }
 
 const char *kop_meta_label(const json_t *obj, const char *key)
@@ -169,16 +177,23 @@ bool kop_meta_add_finalizer(json_t *obj, const char *f)
 {
     if (!f || !json_is_object(obj) || kop_meta_has_finalizer(obj, f))
         return false;
-    json_t *meta = child_object(obj, "metadata");
-    if (!meta)
+    json_t *arr = json_object_get(json_object_get(obj, "metadata"), "finalizers");
+    if (arr && !json_is_array(arr))
         return false;
-    json_t *arr = json_object_get(meta, "finalizers");
-    if (!arr) {
+    /* Made first: f that is not UTF-8 has no JSON string, and then nothing
+     * may have changed (found by test/fuzz/fuzz_json_patch.c). */
+    json_t *s = json_string(f);
+    json_t *meta = s ? child_object(obj, "metadata") : NULL;
+    if (meta && !arr) {
         arr = json_array();
-        if (!arr || json_object_set_new(meta, "finalizers", arr) != 0)
-            return false;
+        if (arr && json_object_set_new(meta, "finalizers", arr) != 0)
+            arr = NULL;
     }
-    return json_is_array(arr) && json_array_append_new(arr, json_string(f)) == 0;
+    if (!arr) {
+        json_decref(s);
+        return false;
+    }
+    return json_array_append_new(arr, s) == 0;
 }
 
 bool kop_meta_remove_finalizer(json_t *obj, const char *f)
@@ -194,6 +209,40 @@ bool kop_meta_remove_finalizer(json_t *obj, const char *f)
         }
     }
     return changed;
+}
+
+kop_err kop_meta_finalizers_patch(const json_t *obj, const json_t *finalizers, json_t **out)
+{
+    static const char path[] = "/metadata/finalizers";
+    const json_t *meta = metadata(obj), *was = json_object_get(meta, "finalizers"), *v;
+    const char *rv = meta_string(obj, "resourceVersion");
+    size_t i;
+    *out = NULL;
+    if (!json_is_object(meta) || !json_is_array(finalizers))
+        return KOP_EINVAL;
+    json_array_foreach(finalizers, i, v)
+    {
+        if (!json_is_string(v))
+            return KOP_EINVAL;
+    }
+    json_t *patch;
+    if (was)
+        /* The list as read must still be there: a finalizer added or
+         * removed meanwhile by anyone makes the test, and the patch, fail. */
+        patch = json_pack("[{s:s, s:s, s:O}, {s:s, s:s, s:O}]", "op", "test", "path", path, "value",
+                          was, "op", "replace", "path", path, "value", finalizers);
+    else if (rv)
+        /* No list to test: the object itself must be unchanged, or an "add"
+         * would replace a list someone created meanwhile. */
+        patch = json_pack("[{s:s, s:s, s:s}, {s:s, s:s, s:O}]", "op", "test", "path",
+                          "/metadata/resourceVersion", "value", rv, "op", "add", "path", path,
+                          "value", finalizers);
+    else
+        patch = json_pack("[{s:s, s:s, s:O}]", "op", "add", "path", path, "value", finalizers);
+    if (!patch)
+        return KOP_ENOMEM;
+    *out = patch;
+    return KOP_OK;
 }
 
 /* ---- owner references --------------------------------------------------- */

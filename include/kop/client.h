@@ -12,8 +12,8 @@
  * owns and releases with json_decref.
  *
  * A kop_client is thread-safe: many threads may issue requests on one client
- * at once; connections are kept warm in a pool of handles and reused (HTTP/2
- * when the server offers it). Safe verbs (GET, LIST) are retried with backoff on 429 and 5xx,
+ * at once; connections are kept warm in a pool of handles and reused (HTTP/1.1
+ * keep-alive). Safe verbs (GET, LIST) are retried with backoff on 429 and 5xx,
  * honouring Retry-After. TLS is always verified unless the kubeconfig itself
  * says insecure-skip-tls-verify.
  */

@@ -6,7 +6,9 @@
  * namespace, selected by labels or fields) that follows the apiserver: it
  * lists (500 a page), then watches from the list's resourceVersion with
  * bookmarks, relists when the version is gone (410), and reconnects with a
- * jittered backoff (800 ms growing to 30 s) after any other failure. Watches
+ * jittered backoff (800 ms growing to 30 s) after any other failure; a
+ * server that answers 410 to the version it just listed, or ends every
+ * watch at once, is backed off from the same way, never looped on. Watches
  * end on the server after a random 5 to 10 minutes and are resumed from the
  * last version seen, so no change is missed.
  *

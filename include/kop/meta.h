@@ -87,6 +87,23 @@ KOP_API bool kop_meta_add_finalizer(json_t *obj, const char *f);
  */
 KOP_API bool kop_meta_remove_finalizer(json_t *obj, const char *f);
 
+/*
+ * kop_meta_finalizers_patch builds the JSON patch (RFC 6902, for
+ * KOP_PATCH_JSON) that sets metadata.finalizers of the object obj was read
+ * as (from a cache, say) to finalizers, an array of strings, and changes
+ * nothing else. The patch applies only to the object as it was read:
+ *   - obj has a finalizers list: "test" that list, then "replace" it; a
+ *     finalizer anyone added or removed meanwhile makes the apiserver
+ *     refuse the patch, while writes of other fields (status) do not;
+ *   - it has none: "test" metadata.resourceVersion (when obj has one), then
+ *     "add" the list, so that a list created meanwhile is never replaced.
+ * A refused patch means: read the object again and retry. Returns KOP_OK
+ * with *out a new reference, KOP_EINVAL when obj has no metadata object or
+ * finalizers is not an array of strings, KOP_ENOMEM.
+ */
+KOP_API KOP_NODISCARD kop_err kop_meta_finalizers_patch(const json_t *obj,
+                                                        const json_t *finalizers, json_t **out);
+
 /* ---- owner references --------------------------------------------------- */
 
 /*

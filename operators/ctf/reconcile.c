@@ -259,39 +259,28 @@ static const kop_resource *resource_of(const json_t *obj)
 }
 
 /*
- * set_finalizers replaces metadata.finalizers with a JSON patch that first
- * tests the list is still what chal (from the cache) says: a concurrent
- * change of the finalizers makes it fail (and the reconcile retry), while
- * our own status writes, which change the resourceVersion, do not.
+ * update_finalizers adds or removes our finalizer on the server with a JSON
+ * patch guarded by a test of what chal (from the cache) says
+ * (kop_meta_finalizers_patch): a concurrent change of the finalizers makes
+ * it fail (and the reconcile retry), while our own status writes do not.
  */
-static kop_err set_finalizers(ctf_operator *op, const json_t *was, json_t *finalizers,
-                              const json_t *chal, kop_status *st)
-{
-    static const char path[] = "/metadata/finalizers";
-    json_t *patch = was ? json_pack("[{s:s, s:s, s:O}, {s:s, s:s, s:O}]", "op", "test", "path",
-                                    path, "value", was, "op", "replace", "path", path, "value",
-                                    finalizers)
-                        : json_pack("[{s:s, s:s, s:O}]", "op", "add", "path", path, "value",
-                                    finalizers);
-    if (!patch)
-        return KOP_ENOMEM;
-    kop_err err = kop_patch(kop_manager_client(op->mgr), &CTF_CHALLENGES, kop_meta_namespace(chal),
-                            kop_meta_name(chal), KOP_PATCH_JSON, patch, NULL, NULL, st);
-    json_decref(patch);
-    return err;
-}
-
-/* update_finalizers applies change (add or remove ours) to chal's list on the server. */
 static kop_err update_finalizers(ctf_operator *op, json_t *chal, bool add, kop_status *st)
 {
-    json_t *meta = json_object_get(chal, "metadata");
-    json_t *was = json_deep_copy(json_object_get(meta, "finalizers"));
-    if (add)
-        kop_meta_add_finalizer(chal, CTF_FINALIZER);
-    else
-        kop_meta_remove_finalizer(chal, CTF_FINALIZER);
-    kop_err err = set_finalizers(op, was, json_object_get(meta, "finalizers"), chal, st);
-    json_decref(was);
+    json_t *now = json_deep_copy(chal), *patch = NULL;
+    kop_err err = now ? KOP_OK : KOP_ENOMEM;
+    if (!err) {
+        if (add)
+            kop_meta_add_finalizer(now, CTF_FINALIZER);
+        else
+            kop_meta_remove_finalizer(now, CTF_FINALIZER);
+        err = kop_meta_finalizers_patch(
+            chal, json_object_get(json_object_get(now, "metadata"), "finalizers"), &patch);
+    }
+    if (!err)
+        err = kop_patch(kop_manager_client(op->mgr), &CTF_CHALLENGES, kop_meta_namespace(chal),
+                        kop_meta_name(chal), KOP_PATCH_JSON, patch, NULL, NULL, st);
+    json_decref(patch);
+    json_decref(now);
     return err;
 }
 

@@ -78,8 +78,9 @@ can() { # can NAMESPACE VERB RESOURCE [SUBRESOURCE]: print yes or no for the ope
     k auth can-i "$2" "$3" -n "$1" "${sub[@]}" --as="$SA" 2>/dev/null || true
 }
 for want in "yes ctf create challenges" "yes ctf patch challenges status" \
-    "yes ctf update challenges finalizers" "yes ctf-x create deployments.apps" \
-    "yes ctf-x delete networkpolicies.networking.k8s.io" "yes ctf-x create ingresses.networking.k8s.io" \
+    "no ctf update challenges" "yes ctf-x create deployments.apps" \
+    "no ctf-x delete networkpolicies.networking.k8s.io" "yes ctf-x create ingresses.networking.k8s.io" \
+    "yes kopc-system watch secrets" "no ctf-x watch secrets" "no ctf-x delete secrets" \
     "yes ctf-x watch pods" "yes kopc-system get secrets" "yes kopc-system update leases.coordination.k8s.io" \
     "yes default create customresourcedefinitions.apiextensions.k8s.io" \
     "no ctf create challengedefinitions" "no ctf delete challengedefinitions" "no ctf-x delete pods" \

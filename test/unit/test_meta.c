@@ -102,6 +102,13 @@ static void test_labels_and_annotations(void **state)
     assert_false(kop_meta_set_label(NULL, "a", "b"));
     json_decref(bad);
     json_decref(obj);
+    /* Text that is not UTF-8 cannot be stored, and nothing is created for it. */
+    json_t *empty = parse("{\"kind\":\"X\"}");
+    assert_false(kop_meta_set_label(empty, "app", "\xa9"));
+    assert_false(kop_meta_set_annotation(empty, "\xff", "x"));
+    assert_false(kop_meta_add_finalizer(empty, "a\xa9" "b/c"));
+    assert_json_eq(empty, "{\"kind\":\"X\"}", "nothing made for non-UTF-8 text");
+    json_decref(empty);
 }
 
 /* ---- finalizers --------------------------------------------------------- */
@@ -161,6 +168,55 @@ static void test_finalizers(void **state)
     json_t *arr = parse("[]");
     assert_false(kop_meta_add_finalizer(arr, "f"));
     json_decref(arr);
+}
+
+/* The finalizer patch: guarded by the list as read, or by the version when there is none. */
+static const struct {
+    const char *obj, *finalizers, *patch; /* patch NULL: KOP_EINVAL */
+} finalizer_patches[] = {
+    {"{\"metadata\":{\"resourceVersion\":\"7\",\"finalizers\":[\"g\"]}}", "[\"g\",\"f\"]",
+     "[{\"op\":\"test\",\"path\":\"/metadata/finalizers\",\"value\":[\"g\"]},"
+     "{\"op\":\"replace\",\"path\":\"/metadata/finalizers\",\"value\":[\"g\",\"f\"]}]"},
+    {"{\"metadata\":{\"finalizers\":[\"f\",\"g\"]}}", "[\"g\"]",
+     "[{\"op\":\"test\",\"path\":\"/metadata/finalizers\",\"value\":[\"f\",\"g\"]},"
+     "{\"op\":\"replace\",\"path\":\"/metadata/finalizers\",\"value\":[\"g\"]}]"},
+    {"{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"42\"}}", "[\"f\"]",
+     "[{\"op\":\"test\",\"path\":\"/metadata/resourceVersion\",\"value\":\"42\"},"
+     "{\"op\":\"add\",\"path\":\"/metadata/finalizers\",\"value\":[\"f\"]}]"},
+    {"{\"metadata\":{\"name\":\"a\"}}", "[\"f\"]",
+     "[{\"op\":\"add\",\"path\":\"/metadata/finalizers\",\"value\":[\"f\"]}]"},
+    {"{\"metadata\":{\"finalizers\":[\"f\"]}}", "[]",
+     "[{\"op\":\"test\",\"path\":\"/metadata/finalizers\",\"value\":[\"f\"]},"
+     "{\"op\":\"replace\",\"path\":\"/metadata/finalizers\",\"value\":[]}]"},
+    {"{\"metadata\":{}}", "[1]", NULL},
+    {"{\"metadata\":{}}", "{}", NULL},
+    {"{\"metadata\":[]}", "[\"f\"]", NULL},
+    {"[]", "[\"f\"]", NULL},
+};
+
+static void test_finalizers_patch(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < KOP_ARRAY_LEN(finalizer_patches); i++) {
+        char what[64];
+        json_t *obj = parse(finalizer_patches[i].obj);
+        json_t *fins = parse(finalizer_patches[i].finalizers);
+        json_t *before = json_deep_copy(obj), *patch = (json_t *)1;
+        kop_err err = kop_meta_finalizers_patch(obj, fins, &patch);
+        snprintf(what, sizeof what, "finalizer patch case %zu", i);
+        if (finalizer_patches[i].patch) {
+            assert_int_equal(err, KOP_OK);
+            assert_json_eq(patch, finalizer_patches[i].patch, what);
+        } else {
+            assert_int_equal(err, KOP_EINVAL);
+            assert_null(patch);
+        }
+        assert_true(json_equal(obj, before)); /* obj is only read */
+        json_decref(patch);
+        json_decref(before);
+        json_decref(fins);
+        json_decref(obj);
+    }
 }
 
 /* ---- owner references --------------------------------------------------- */
@@ -746,6 +802,7 @@ int main(void)
         cmocka_unit_test(test_getters),
         cmocka_unit_test(test_labels_and_annotations),
         cmocka_unit_test(test_finalizers),
+        cmocka_unit_test(test_finalizers_patch),
         cmocka_unit_test(test_controller_ref),
         cmocka_unit_test(test_condition_lifecycle),
         cmocka_unit_test(test_condition_validation),
