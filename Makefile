@@ -7,6 +7,8 @@
 #   make install PREFIX=DIR   libkop (static, shared), headers, kop.pc, CMake package
 #   make helm    build/bin/helm, the Helm CLI pinned in tools/helm/go.mod
 #   make image   the operator's container image IMAGE (needs docker; not in make test)
+#   make bench   kopc against controller-runtime and kopf (30-60 min; writes docs/benchmarks.md)
+#   make bench-quick   the same with a few objects, to see the harness work (BENCH_QUICK=1 too)
 #   make soak    an hour (SOAK_SECONDS) of instance churn, RSS and open fds sampled (not in make test)
 #
 # Both install what is missing first (Debian packages through apt-get, Go
@@ -152,3 +154,13 @@ stop:
 
 clean: stop
 	rm -rf $(BUILD)
+
+# Benchmarks (bench/, docs/benchmarks.md): the full run rewrites the results
+# in docs/benchmarks.md; the quick one only proves the harness works (it is
+# also the e2e test e2e_bench_smoke).
+.PHONY: bench bench-quick
+bench: deps devcluster build
+	@if [ -n "$(BENCH_QUICK)" ]; then bench/run.sh --quick; else bench/run.sh --write-doc; fi
+
+bench-quick: deps devcluster build
+	bench/run.sh --quick

@@ -1,0 +1,625 @@
+#!/usr/bin/env python3
+"""bench.py - kopc against controller-runtime and kopf, side by side, on one
+machine (docs/benchmarks.md). bench/run.sh builds what it needs and calls it.
+
+For each workload and N, every operator gets the same measurements, each on a
+fresh devcluster (same binary, same flags, same etcd state at the start):
+
+  limit  the loader alone does the operator's writes itself: the ceiling
+         the apiserver allows for this workload ("the limit");
+  warm   the operator runs and is ready; the loader creates N objects and
+         watches their status: time until all are done, per-object latency
+         (create sent -> status seen by a watch), operator CPU seconds, peak
+         RSS (VmHWM) and steady RSS (median over the idle seconds after);
+  cold   N objects are created with no operator; then the operator starts:
+         time from its process start until every object is done.
+
+A sampler reads /proc/PID/stat (utime + stime) and /proc/PID/status (VmRSS)
+of the operator and of the devcluster every 200 ms into samples.csv.
+
+Results go to OUT/<workload>-<N>/<operator>-<phase>/ plus OUT/results.json,
+OUT/table.md and OUT/bench.png; --write-doc puts the table into
+docs/benchmarks.md between its markers. Only the standard library is needed,
+except matplotlib for the plot (skipped, with a note, when missing).
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, "build", "bin")
+PEERS = os.path.join(ROOT, "build", "bench")
+VENV = os.path.join(ROOT, "build", "bench-venv")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
+
+
+def log(*a):
+    print("bench:", *a, flush=True)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def run(cmd, **kw):
+    """run a command, failing loudly with its output."""
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: exit {r.returncode}\n{r.stdout[-3000:]}")
+    return r.stdout
+
+
+# ---- /proc ---------------------------------------------------------------------
+
+def proc_cpu(pid):
+    """utime + stime of pid (all its threads) in seconds, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def proc_status(pid):
+    """VmRSS and VmHWM of pid in KiB."""
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(("VmRSS:", "VmHWM:", "RssAnon:", "RssFile:")):
+                    out[line.split(":")[0]] = int(line.split()[1])
+    except OSError:
+        pass
+    return out
+
+
+class Sampler(threading.Thread):
+    """Samples the operator's and the devcluster's CPU and RSS every 200 ms."""
+
+    def __init__(self, path, op_pid, dc_pid, t0):
+        super().__init__(daemon=True)
+        self.path, self.op_pid, self.dc_pid, self.t0 = path, op_pid, dc_pid, t0
+        self.stopped = threading.Event()
+        self.rows = []
+
+    def run(self):
+        with open(self.path, "w") as f:
+            f.write("t_s,op_cpu_s,op_rss_kib,dc_cpu_s,dc_rss_kib\n")
+            while not self.stopped.is_set():
+                t = time.time() - self.t0
+                oc = proc_cpu(self.op_pid) if self.op_pid else None
+                orss = proc_status(self.op_pid).get("VmRSS") if self.op_pid else None
+                dc = proc_cpu(self.dc_pid)
+                drss = proc_status(self.dc_pid).get("VmRSS")
+                row = (t, oc, orss, dc, drss)
+                self.rows.append(row)
+                f.write(",".join("" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
+                                 for v in row) + "\n")
+                f.flush()
+                self.stopped.wait(0.2)
+
+    def stop(self):
+        self.stopped.set()
+        self.join()
+
+
+# ---- the cluster -----------------------------------------------------------------
+
+class Cluster:
+    def __init__(self, dir_, nodes):
+        self.dir = dir_
+        self.kubeconfig = os.path.join(dir_, "kubeconfig")
+        run([os.path.join(BIN, "devcluster"), "start", "--dir", dir_, "--nodes", str(nodes)])
+        with open(os.path.join(dir_, "devcluster.pid")) as f:
+            self.pid = int(f.read().split()[0])
+
+    def kubectl(self, *args, stdin=None):
+        return run([os.path.join(BIN, "kubectl"), "--kubeconfig", self.kubeconfig,
+                    "--request-timeout=60s", *args], input=stdin)
+
+    def stop(self):
+        subprocess.run([os.path.join(BIN, "devcluster"), "stop", "--dir", self.dir],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def setup_tickets(c):
+    c.kubectl("apply", "-f", os.path.join(ROOT, "examples/flightticket/crd.yaml"))
+    wait_established(c, "flighttickets.flights.com")
+    c.kubectl("create", "namespace", "bench")
+    wait_served(c, "flighttickets")
+    warm_up(c, {"apiVersion": "flights.com/v1", "kind": "FlightTicket",
+                "metadata": {"name": "warm-up", "namespace": "default"},
+                "spec": {"from": "A", "to": "B", "number": 1}})
+
+
+def warm_up(c, obj):
+    """One write of the kind, before anything is measured: the apiserver's
+    first write of a new custom resource waits about 2 s for its schema
+    models, which would otherwise land on whoever writes first."""
+    c.kubectl("create", "-f", "-", stdin=json.dumps(obj))
+    c.kubectl("delete", obj["kind"].lower() + "." + obj["apiVersion"].split("/")[0],
+              "-n", obj["metadata"]["namespace"], obj["metadata"]["name"], "--wait=false")
+
+
+def setup_challenges(c):
+    c.kubectl("apply", "-k", os.path.join(ROOT, "config/crd"))
+    for crd in ("challenges.ctf.kopc.io", "challengedefinitions.ctf.kopc.io"):
+        wait_established(c, crd)
+    for ns in ("kopc-system", "ctf"):
+        c.kubectl("create", "namespace", ns)
+    wait_served(c, "challengedefinitions")
+    c.kubectl("apply", "-f", os.path.join(ROOT, "bench/challenge/definition.yaml"))
+    c.kubectl("-n", "kopc-system", "create", "secret", "generic", "ctf-api-admin",
+              f"--from-literal=token={ADMIN_TOKEN}")
+    c.kubectl("-n", "kopc-system", "create", "secret", "generic", "ctf-team-tokens",
+              "--from-literal=team-00000=bench-team-token-0000000000000000")
+    warm_up(c, {"apiVersion": "ctf.kopc.io/v1alpha1", "kind": "Challenge",
+                "metadata": {"name": "warm-up", "namespace": "default"},
+                "spec": {"definition": "none", "team": "none"}})
+
+
+def wait_established(c, crd):
+    """kubectl wait fails instead of waiting while a new CRD has no conditions yet: poll."""
+    for _ in range(120):
+        r = subprocess.run([os.path.join(BIN, "kubectl"), "--kubeconfig", c.kubeconfig, "get", "crd",
+                            crd, "-o", "jsonpath={.status.conditions[?(@.type==\"Established\")].status}"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        if r.stdout.strip() == "True":
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"CRD {crd} not established")
+
+
+def wait_served(c, resource):
+    for _ in range(120):
+        r = subprocess.run([os.path.join(BIN, "kubectl"), "--kubeconfig", c.kubeconfig, "get",
+                            resource, "-A"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if r.returncode == 0:
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"{resource} not served")
+
+
+# ---- operators -------------------------------------------------------------------
+
+class Operator:
+    """How to start one operator and see that it is ready."""
+
+    def __init__(self, name, label, workload, argv, ready_path, metrics_path=None,
+                 metrics_on_probe_port=False):
+        self.name, self.label, self.workload = name, label, workload
+        self.argv, self.ready_path, self.metrics_path = argv, ready_path, metrics_path
+        self.metrics_on_probe_port = metrics_on_probe_port
+
+    def start(self, cluster, logpath, n):
+        port, mport = free_port(), free_port()
+        if self.metrics_on_probe_port:  # libkop serves /readyz beside /metrics
+            mport = port
+        self.port, self.mport = port, mport
+        self.api_port = free_port()
+        argv = [a.format(port=port, mport=mport, api=self.api_port, n=n + 100) for a in self.argv]
+        env = dict(os.environ, KUBECONFIG=cluster.kubeconfig, PYTHONUNBUFFERED="1")
+        self.log = open(logpath, "w")
+        self.t_start = time.time()
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env=env,
+                                     cwd=os.path.dirname(logpath))
+        return self.proc.pid
+
+    def wait_ready(self, timeout=120):
+        url = f"http://127.0.0.1:{self.port}{self.ready_path}"
+        end = time.time() + timeout
+        while time.time() < end:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    if r.status == 200:
+                        return time.time()
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"{self.name} not ready after {timeout}s")
+
+    def reconciles(self, save=None):
+        """controller_runtime_reconcile_total summed over results, or None;
+        the whole /metrics text goes to the file save."""
+        if not self.metrics_path:
+            return None
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.mport}{self.metrics_path}",
+                                        timeout=5) as r:
+                text = r.read().decode()
+        except OSError:
+            return None
+        if save:
+            with open(save, "w") as f:
+                f.write(text)
+        total = 0.0
+        for line in text.splitlines():
+            if line.startswith("controller_runtime_reconcile_total{"):
+                total += float(line.rsplit(" ", 1)[1])
+        return int(total)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def operators():
+    kopf = os.path.join(VENV, "bin", "kopf")
+    ft_kopf = os.path.join(ROOT, "bench/peers/flightticket-kopf/operator.py")
+    return [
+        Operator("kopc", "kopc (C, libkop)", "flighttickets",
+                 [os.path.join(BIN, "flightticket-operator"), "--metrics-bind", "127.0.0.1:{port}"],
+                 "/readyz", "/metrics", True),
+        Operator("controller-runtime", "controller-runtime (Go)", "flighttickets",
+                 [os.path.join(PEERS, "flightticket-go"), "--metrics-bind-address",
+                  "127.0.0.1:{mport}", "--health-probe-bind-address", "127.0.0.1:{port}"],
+                 "/readyz", "/metrics"),
+        Operator("kopf", "kopf (Python)", "flighttickets",
+                 [kopf, "run", "--standalone", "--all-namespaces",
+                  "--liveness=http://127.0.0.1:{port}/healthz", ft_kopf],
+                 "/healthz"),
+        Operator("kopc", "kopc (C, ctf-operator)", "challenges",
+                 [os.path.join(BIN, "ctf-operator"), "--metrics-bind", "127.0.0.1:{port}",
+                  "--api-bind", "127.0.0.1:{api}", "--max-instances", "{n}"],
+                 "/readyz", "/metrics", True),
+        Operator("controller-runtime", "controller-runtime (Go)", "challenges",
+                 [os.path.join(PEERS, "challenge-go"), "--metrics-bind-address",
+                  "127.0.0.1:{mport}", "--health-probe-bind-address", "127.0.0.1:{port}",
+                  "--max-instances", "{n}"],
+                 "/readyz", "/metrics"),
+    ]
+
+
+# ---- one measurement -----------------------------------------------------------
+
+WORKLOADS = {
+    "flighttickets": {"setup": setup_tickets, "namespace": "bench", "nodes": lambda n: 1},
+    "challenges": {"setup": setup_challenges, "namespace": "ctf",
+                   "nodes": lambda n: 1 + (n + 99) // 100},  # KWOK nodes hold 110 pods
+}
+
+
+def loader(cluster, workload, n, mode, out, threads, t0=None, timeout=1800):
+    cmd = [os.path.join(BIN, "bench-loader"), "--kubeconfig", cluster.kubeconfig, "--workload",
+           workload, "--count", str(n), "--namespace", WORKLOADS[workload]["namespace"],
+           "--mode", mode, "--out", out, "--threads", str(threads), "--timeout", str(timeout)]
+    if workload == "challenges":
+        cmd += ["--definition", "bench"]
+    if t0 is not None:
+        cmd += ["--t0-ms", f"{t0 * 1000:.3f}"]
+    with open(os.path.join(out, f"loader-{mode}.log"), "w") as f:
+        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
+    with open(os.path.join(out, "summary.json")) as f:
+        s = json.load(f)
+    s["exit"] = r.returncode
+    return s
+
+
+def fresh_cluster(args, workload, n, tag):
+    d = os.path.join(args.clusters, tag)
+    subprocess.run(["rm", "-rf", d])
+    c = Cluster(d, WORKLOADS[workload]["nodes"](n))
+    WORKLOADS[workload]["setup"](c)
+    return c
+
+
+def measure_limit(args, workload, n, out):
+    os.makedirs(out, exist_ok=True)
+    c = fresh_cluster(args, workload, n, "limit")
+    try:
+        sampler = Sampler(os.path.join(out, "samples.csv"), None, c.pid, time.time())
+        sampler.start()
+        dc0 = proc_cpu(c.pid)
+        s = loader(c, workload, n, "alone", out, args.threads)
+        dc1 = proc_cpu(c.pid)
+        sampler.stop()
+        s["devcluster_cpu_s"] = dc1 - dc0
+        return s
+    finally:
+        c.stop()
+
+
+def stats_after(rows, t_from, t_to):
+    vals = [r[2] for r in rows if t_from <= r[0] <= t_to and r[2]]
+    return statistics.median(vals) if vals else None
+
+
+def measure_warm(args, op, workload, n, out):
+    os.makedirs(out, exist_ok=True)
+    c = fresh_cluster(args, workload, n, "warm")
+    try:
+        pid = op.start(c, os.path.join(out, "operator.log"), n)
+        sampler = Sampler(os.path.join(out, "samples.csv"), pid, c.pid, op.t_start)
+        sampler.start()
+        t_ready = op.wait_ready()
+        time.sleep(2)  # let start-up work settle before the load
+        cpu0, dc0 = proc_cpu(pid), proc_cpu(c.pid)
+        s = loader(c, workload, n, "operator", out, args.threads)
+        cpu1, dc1 = proc_cpu(pid), proc_cpu(c.pid)
+        t_done = time.time()
+        time.sleep(args.settle)  # idle: the steady state
+        t_end = time.time()
+        reconciles = op.reconciles(os.path.join(out, "metrics.txt"))
+        mem = proc_status(pid)
+        hwm = mem.get("VmHWM")
+        if workload == "challenges" and op.name == "kopc" and args.api:
+            s["api"] = measure_api(op, out, n)
+        op.stop()
+        sampler.stop()
+        if reconciles is None and op.name == "kopf":
+            with open(os.path.join(out, "operator.log")) as f:
+                reconciles = sum(1 for line in f if "succeeded" in line and "Handler" in line)
+        s.update({
+            "ready_s": t_ready - op.t_start,
+            "cpu_s": cpu1 - cpu0,
+            "cpu_ms_per_object": (cpu1 - cpu0) * 1000 / n,
+            "reconciles": reconciles,
+            "devcluster_cpu_s": dc1 - dc0,
+            "peak_rss_mib": hwm / 1024 if hwm else None,
+            "steady_rss_mib": (stats_after(sampler.rows, t_done - op.t_start + 1,
+                                           t_end - op.t_start) or 0) / 1024,
+            # the steady RSS split: private memory, and pages of the binary and libraries
+            "rss_anon_mib": mem.get("RssAnon", 0) / 1024,
+            "rss_file_mib": mem.get("RssFile", 0) / 1024,
+            "operator_exit": op.proc.returncode,
+        })
+        return s
+    finally:
+        if op.proc.poll() is None:
+            op.proc.kill()
+        c.stop()
+
+
+def measure_cold(args, op, workload, n, out):
+    os.makedirs(out, exist_ok=True)
+    c = fresh_cluster(args, workload, n, "cold")
+    try:
+        pre = loader(c, workload, n, "create", out, args.threads)
+        if pre["errors"]:
+            raise RuntimeError(f"cold start: {pre['errors']} creates failed")
+        t0 = time.time()
+        pid = op.start(c, os.path.join(out, "operator.log"), n)
+        sampler = Sampler(os.path.join(out, "samples.csv"), pid, c.pid, op.t_start)
+        sampler.start()
+        s = loader(c, workload, n, "wait", out, 1, t0=op.t_start)
+        cpu = proc_cpu(pid)
+        s["reconciles"] = op.reconciles(os.path.join(out, "metrics.txt"))
+        hwm = proc_status(pid).get("VmHWM")
+        op.stop()
+        sampler.stop()
+        s.update({"cpu_s": cpu, "peak_rss_mib": hwm / 1024 if hwm else None,
+                  "cold_start_s": s["converge_s"], "operator_exit": op.proc.returncode})
+        del t0
+        return s
+    finally:
+        if op.proc.poll() is None:
+            op.proc.kill()
+        c.stop()
+
+
+# ---- the API read path ---------------------------------------------------------
+
+def wrk(url, header, out, name, duration):
+    cmd = ["wrk", "-t2", "-c32", f"-d{duration}s", "--latency", url]
+    if header:
+        cmd[1:1] = ["-H", header]
+    text = run(cmd)
+    with open(os.path.join(out, f"wrk-{name}.txt"), "w") as f:
+        f.write(text)
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+    p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", text)
+    scale = {"us": 1e-3, "ms": 1, "s": 1e3}[p99.group(2)]
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
+    return {"rps": rps, "p99_ms": float(p99.group(1)) * scale,
+            "non2xx": int(non2xx.group(1)) if non2xx else 0}
+
+
+def measure_api(op, out, n):
+    """wrk against GET .../instances/{challenge} and against nginx serving the same bytes."""
+    if not shutil_which("wrk") or not shutil_which("nginx"):
+        log("wrk or nginx missing: API read path skipped")
+        return None
+    url = f"http://127.0.0.1:{op.api_port}/api/v1/teams/team-00001/instances/bench"
+    header = f"Authorization: Bearer {ADMIN_TOKEN}"
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        body = r.read()
+    dur = 3 if n < 100 else 10
+    res = {"bytes": len(body), "kopc": wrk(url, header, out, "kopc", dur)}
+    www = os.path.join(out, "nginx")
+    os.makedirs(www, exist_ok=True)
+    with open(os.path.join(www, "instance.json"), "wb") as f:
+        f.write(body)
+    port = free_port()
+    conf = os.path.join(www, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(f"""daemon off; worker_processes auto; pid {www}/nginx.pid;
+error_log {www}/error.log;
+events {{ worker_connections 1024; }}
+http {{ access_log off; client_body_temp_path {www}; proxy_temp_path {www};
+  fastcgi_temp_path {www}; uwsgi_temp_path {www}; scgi_temp_path {www};
+  server {{ listen 127.0.0.1:{port}; root {www};
+    location / {{ default_type application/json; }} }} }}
+""")
+    ng = subprocess.Popen(["nginx", "-c", conf, "-p", www], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(50):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/instance.json", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        res["nginx"] = wrk(f"http://127.0.0.1:{port}/instance.json", None, out, "nginx", dur)
+    finally:
+        ng.terminate()
+        ng.wait()
+    return res
+
+
+def shutil_which(name):
+    import shutil
+    return shutil.which(name)
+
+
+# ---- the run --------------------------------------------------------------------
+
+def versions():
+    def sh(cmd):
+        try:
+            return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                  cwd=ROOT, shell=True).stdout.strip()
+        except OSError:
+            return ""
+    model = ""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem_kib = int(f.readline().split()[1])
+    gomod = open(os.path.join(ROOT, "bench/peers/flightticket-go/go.mod")).read()
+    cr = re.search(r"sigs.k8s.io/controller-runtime (\S+)", gomod).group(1)
+    k8s = re.search(r"k8s.io/client-go (\S+)", gomod).group(1)
+    dc = open(os.path.join(ROOT, "tools/devcluster/go.mod")).read()
+    return {
+        "kopc": sh("git rev-parse --short HEAD") + (" (dirty tree)" if sh("git status --porcelain -uno") else ""),
+        "go": sh("go env GOVERSION"),
+        "controller-runtime": cr,
+        "client-go (peers)": k8s,
+        "kopf": sh(f"{VENV}/bin/python -c 'import kopf, importlib.metadata as m; print(m.version(\"kopf\"))'"),
+        "python": sh(f"{VENV}/bin/python -c 'import platform; print(platform.python_version())'"),
+        "kubernetes (devcluster)": re.search(r"k8s.io/kubernetes (\S+)", dc).group(1),
+        "jansson": sh("pkg-config --modversion jansson"),
+        "libcurl": sh("pkg-config --modversion libcurl"),
+        "machine": f"{os.cpu_count()} CPUs, {model}, {mem_kib / 1024 / 1024:.1f} GiB RAM, "
+                   f"{platform.system()} {platform.release()}",
+    }
+
+
+def record(results, run, out):
+    """record adds (or replaces) one measurement and saves results.json at once."""
+    key = (run["workload"], run["n"], run["operator"], run["phase"])
+    results["runs"] = [r for r in results["runs"]
+                       if (r["workload"], r["n"], r["operator"], r["phase"]) != key] + [run]
+    results["load_after"] = os.getloadavg()
+    results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smoke mode: small N")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--threads", type=int, default=8, help="loader threads (connections)")
+    ap.add_argument("--settle", type=float, default=None, help="idle seconds after convergence")
+    ap.add_argument("--only", default="", help="comma list of workloads (flighttickets, "
+                    "challenges-1000, ...) and/or operators (limit, kopc, controller-runtime, kopf)")
+    ap.add_argument("--no-api", dest="api", action="store_false")
+    ap.add_argument("--write-doc", action="store_true")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the measurements of OUT/results.json not measured again")
+    args = ap.parse_args()
+    args.out = os.path.abspath(args.out)  # operators run in their output directories
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt  # unwinds through the finally blocks: clusters stopped
+    signal.signal(signal.SIGTERM, interrupted)
+    sizes = ({"flighttickets": [50], "challenges": [10]} if args.quick
+             else {"flighttickets": [1000, 10000], "challenges": [100, 1000]})
+    if args.settle is None:
+        args.settle = 3 if args.quick else 10
+    os.makedirs(args.out, exist_ok=True)
+    args.clusters = os.path.join(args.out, "clusters")
+    only = [x for x in args.only.split(",") if x]
+
+    results = {"quick": args.quick, "versions": versions(), "runs": [],
+               "load_before": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    prev = os.path.join(args.out, "results.json")
+    if args.merge and os.path.exists(prev):  # keep what an earlier (partial) run measured
+        with open(prev) as f:
+            old = json.load(f)
+        results["runs"], results["started"] = old["runs"], old["started"]
+        results["load_before"] = old["load_before"]
+    ops = operators()
+    op_names = {"limit", "kopc", "controller-runtime", "kopf"}
+    only_ops = {x for x in only if x in op_names}
+    only_sizes = {x for x in only if x not in op_names}
+    for workload, ns in sizes.items():
+        for n in ns:
+            tag = f"{workload}-{n}"
+            if only_sizes and not ({workload, tag} & only_sizes):
+                continue
+            if not only_ops or "limit" in only_ops:
+                log(f"{tag}: the limit (loader alone)")
+                try:
+                    s = measure_limit(args, workload, n, os.path.join(args.out, tag, "limit"))
+                except Exception as e:  # report, keep going
+                    log(f"  FAILED: {e}")
+                    s = {"done": 0, "error": str(e)}
+                s["load_after"] = os.getloadavg()
+                record(results, {"workload": workload, "n": n, "operator": "limit",
+                                 "phase": "limit", **s}, args.out)
+                if "converge_s" in s:
+                    log(f"  done {s['done']}/{n} in {s['converge_s']:.2f}s")
+            for op in ops:
+                if op.workload != workload or (only_ops and op.name not in only_ops):
+                    continue
+                for phase, fn in (("warm", measure_warm), ("cold", measure_cold)):
+                    log(f"{tag}: {op.name} {phase}")
+                    out = os.path.join(args.out, tag, f"{op.name}-{phase}")
+                    try:
+                        s = fn(args, op, workload, n, out)
+                        s["load_after"] = os.getloadavg()
+                    except Exception as e:  # report, keep going
+                        log(f"  FAILED: {e}")
+                        s = {"done": 0, "error": str(e)}
+                    record(results, {"workload": workload, "n": n, "operator": op.name,
+                                     "label": op.label, "phase": phase, **s}, args.out)
+                    if "converge_s" in s:
+                        log(f"  done {s['done']}/{n} in {s['converge_s']:.2f}s"
+                            + (f", peak RSS {s['peak_rss_mib']:.1f} MiB" if s.get("peak_rss_mib") else ""))
+            subprocess.run(["rm", "-rf", args.clusters])
+    results["load_after"] = os.getloadavg()
+    results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    import report
+    report.write(args.out, results, write_doc=args.write_doc)
+    failed = [r for r in results["runs"] if r.get("done") != r["n"]]
+    for r in failed:
+        log(f"INCOMPLETE: {r['workload']}-{r['n']} {r['operator']} {r['phase']}: "
+            f"{r.get('done')}/{r['n']} {r.get('error', '')}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.exit(main())

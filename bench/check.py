@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""check.py RESULTS_DIR - assert that a bench.py run produced sane output
+(bench/smoke_test.sh): every operator reconciled every object in every
+phase with no failed write, each measured run left a non-empty samples.csv
+(with operator rows) and a latency.csv with one row per object, and the
+table and the plot exist. Timing is never asserted."""
+import csv
+import json
+import os
+import sys
+
+out = sys.argv[1]
+fails = []
+with open(os.path.join(out, "results.json")) as f:
+    results = json.load(f)
+want = {("flighttickets", op) for op in ("limit", "kopc", "controller-runtime", "kopf")}
+want |= {("challenges", op) for op in ("limit", "kopc", "controller-runtime")}
+seen = set()
+for r in results["runs"]:
+    name = f"{r['workload']}-{r['n']} {r['operator']} {r['phase']}"
+    seen.add((r["workload"], r["operator"]))
+    if r.get("done") != r["n"] or r.get("errors"):
+        fails.append(f"{name}: {r.get('done')}/{r['n']} done, {r.get('errors')} errors {r.get('error', '')}")
+        continue
+    d = os.path.join(out, f"{r['workload']}-{r['n']}",
+                     "limit" if r["phase"] == "limit" else f"{r['operator']}-{r['phase']}")
+    with open(os.path.join(d, "samples.csv")) as f:
+        rows = list(csv.DictReader(f))
+    if not rows or (r["phase"] != "limit" and not any(x["op_rss_kib"] for x in rows)):
+        fails.append(f"{name}: samples.csv empty")
+    with open(os.path.join(d, "latency.csv")) as f:
+        lat = list(csv.DictReader(f))
+    if len(lat) != r["n"] or any(float(x["done_ms"]) <= 0 for x in lat):
+        fails.append(f"{name}: latency.csv lacks objects")
+    if r["phase"] == "warm" and not (r.get("peak_rss_mib") and r.get("cpu_s") is not None):
+        fails.append(f"{name}: no RSS or CPU figures")
+for w in sorted(want - seen):
+    fails.append(f"{w[0]} {w[1]}: not run")
+for f in ("table.md", "bench.png"):
+    if not os.path.getsize(os.path.join(out, f)):
+        fails.append(f"{f} empty")
+for f in fails:
+    print("FAIL:", f)
+bad = {f.split(":")[0] for f in fails}
+ok = sum(1 for r in results["runs"]
+         if "%s-%s %s %s" % (r["workload"], r["n"], r["operator"], r["phase"]) not in bad)
+print(f"{ok} passed, {len(fails)} failed")
+sys.exit(1 if fails else 0)

@@ -1,0 +1,665 @@
+/*
+ * bench-loader - the benchmark's load generator, written on libkop.
+ *
+ * It creates N objects as fast as the apiserver takes them (several threads,
+ * each with its own client and so its own connections) and, with a watch
+ * opened before the first create, records when each object's status first
+ * shows it done: per-object latency from "create sent" to "status seen by a
+ * watch", and the time until every object is done.
+ *
+ *   bench-loader --kubeconfig PATH --workload flighttickets|challenges
+ *                --count N --namespace NS --out DIR
+ *                [--mode operator|alone|create|wait] [--threads T]
+ *                [--definition NAME] [--t0-ms EPOCH_MS] [--timeout SECONDS]
+ *
+ * Modes:
+ *   operator  create N objects; an operator (running) writes their status.
+ *   alone     no operator: the loader itself does the operator's writes for
+ *             each object right after creating it - the apiserver's ceiling
+ *             for the workload ("the limit", defined in docs/benchmarks.md):
+ *               flighttickets: create the ticket, create its boarding pass
+ *                 ConfigMap (owned by it), merge-patch its status;
+ *               challenges: create the Challenge, server-side apply every
+ *                 child the CTF operator would (ctf_build_children), and
+ *                 once the Deployment is available (seen by a watch) patch
+ *                 the status Running with its endpoint.
+ *   create    create N objects and exit (objects waiting for an operator:
+ *             the cold-start measurement).
+ *   wait      create nothing; wait until the N objects are done. Times are
+ *             taken from --t0-ms (the operator's start).
+ *
+ * Objects are named <prefix>-00000 ... (ft- or chal-); challenge i is for
+ * team team-<i>, so no per-team quota applies. "Done" is status.phase
+ * Confirmed for a ticket, status.currentStatus Running for a Challenge.
+ *
+ * Output in --out: latency.csv (index, create sent, created, done; epoch
+ * milliseconds) and summary.json (counts, durations, percentiles). Exit
+ * status 0 only when every object was done before the timeout.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kop/kop.h>
+
+#include "instance.h"
+
+static const kop_resource TICKETS = {"flights.com", "v1", "flighttickets", "FlightTicket", true};
+static const kop_resource CHALLENGES = {"ctf.kopc.io", "v1alpha1", "challenges", "Challenge", true};
+static const kop_resource DEFINITIONS = {"ctf.kopc.io", "v1alpha1", "challengedefinitions",
+                                         "ChallengeDefinition", true};
+static const kop_resource CONFIGMAPS = {"", "v1", "configmaps", "ConfigMap", true};
+static const kop_resource DEPLOYMENTS = {"apps", "v1", "deployments", "Deployment", true};
+
+/* The kinds ctf_build_children makes, for the alone mode. */
+static const kop_resource CHILD_KINDS[] = {
+    {"", "v1", "namespaces", "Namespace", false},
+    {"", "v1", "secrets", "Secret", true},
+    {"", "v1", "resourcequotas", "ResourceQuota", true},
+    {"", "v1", "limitranges", "LimitRange", true},
+    {"networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", true},
+    {"apps", "v1", "deployments", "Deployment", true},
+    {"", "v1", "services", "Service", true},
+    {"networking.k8s.io", "v1", "ingresses", "Ingress", true},
+};
+
+#define FIELD_MANAGER "bench-loader"
+#define MAX_THREADS   64
+
+enum mode { MODE_OPERATOR, MODE_ALONE, MODE_CREATE, MODE_WAIT };
+
+/* record: what happened to object i. Times are epoch milliseconds, 0: not yet. */
+struct record {
+    double sent, created, done;
+    char *uid;        /* challenges, alone: the Challenge's uid */
+    char *endpoint;   /* challenges, alone: host:nodePort once its Service exists */
+    bool children;    /* challenges, alone: every child applied */
+    bool available;   /* challenges, alone: its Deployment is available */
+    bool claimed;     /* challenges, alone: the status patch is queued */
+};
+
+static struct {
+    const char *kubeconfig, *workload, *ns, *out, *definition;
+    enum mode mode;
+    int count, threads;
+    double t0;
+    long timeout_s;
+    bool tickets; /* else challenges */
+    const char *prefix;
+
+    struct record *rec;
+    atomic_int next;      /* next index to create */
+    atomic_int ndone;     /* objects seen done */
+    atomic_int nerrors;   /* failed creates */
+    pthread_mutex_t lock; /* records' challenge fields, the patch queue */
+    pthread_cond_t cond;
+    int *queue; /* challenges, alone: indices whose status is to be patched */
+    int qhead, qtail;
+    bool stop;
+    json_t *def; /* challenges, alone: the definition */
+    char *flag;
+} L = {.threads = 8, .timeout_s = 1800, .lock = PTHREAD_MUTEX_INITIALIZER,
+       .cond = PTHREAD_COND_INITIALIZER};
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void die(const char *what, kop_err err, const kop_status *st)
+{
+    fprintf(stderr, "bench-loader: %s: %s: %s\n", what, kop_strerror(err), st ? st->message : "");
+    exit(2);
+}
+
+/* new_client makes a client of its own for one thread. */
+static kop_client *new_client(void)
+{
+    kop_config *cfg = NULL;
+    kop_client *c = NULL;
+    kop_status st;
+    kop_err err = kop_config_load(&(kop_config_opts){.kubeconfig = L.kubeconfig}, &cfg, &st);
+    if (!err)
+        err = kop_client_new(cfg, NULL, &c, &st); /* cfg lives as long as the process */
+    if (err)
+        die("client", err, &st);
+    return c;
+}
+
+/* index_of parses i out of "<prefix>-<i>"; -1 when the name is not ours. */
+static int index_of(const char *name)
+{
+    size_t n = strlen(L.prefix);
+    if (!name || strncmp(name, L.prefix, n) != 0 || name[n] != '-')
+        return -1;
+    char *end;
+    long i = strtol(name + n + 1, &end, 10);
+    return *end || i < 0 || i >= L.count ? -1 : (int)i;
+}
+
+/* ---- the objects ---------------------------------------------------------- */
+
+static json_t *new_object(int i)
+{
+    char name[64], team[64];
+    snprintf(name, sizeof name, "%s-%05d", L.prefix, i);
+    if (L.tickets)
+        return json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:i}}", "apiVersion",
+                         "flights.com/v1", "kind", "FlightTicket", "metadata", "name", name,
+                         "namespace", L.ns, "spec", "from", "Paris", "to", "London", "number",
+                         1 + i % 10);
+    snprintf(team, sizeof team, "team-%05d", i);
+    return json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s}}", "apiVersion",
+                     "ctf.kopc.io/v1alpha1", "kind", "Challenge", "metadata", "name", name,
+                     "namespace", L.ns, "spec", "definition", L.definition, "team", team);
+}
+
+/* is_done: the object's status says an operator finished with it. */
+static bool is_done(const json_t *obj)
+{
+    const json_t *status = json_object_get(obj, "status");
+    const char *v = json_string_value(
+        json_object_get(status, L.tickets ? "phase" : "currentStatus"));
+    return v && strcmp(v, L.tickets ? "Confirmed" : "Running") == 0;
+}
+
+static void mark_done(const json_t *obj)
+{
+    int i = index_of(kop_meta_name(obj));
+    if (i < 0 || !is_done(obj))
+        return;
+    pthread_mutex_lock(&L.lock);
+    bool first = L.rec[i].done == 0;
+    if (first)
+        L.rec[i].done = now_ms();
+    pthread_mutex_unlock(&L.lock);
+    if (first && atomic_fetch_add(&L.ndone, 1) + 1 == L.count) {
+        pthread_mutex_lock(&L.lock);
+        pthread_cond_broadcast(&L.cond);
+        pthread_mutex_unlock(&L.lock);
+    }
+}
+
+/* ---- the limit: the operator's writes done by the loader ------------------ */
+
+/* ticket_writes creates the boarding pass of ticket and confirms it. */
+static kop_err ticket_writes(kop_client *c, const json_t *ticket, kop_status *st)
+{
+    char name[128];
+    const json_t *spec = json_object_get(ticket, "spec");
+    snprintf(name, sizeof name, "%s-boarding-pass", kop_meta_name(ticket));
+    json_t *cm = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:O, s:O, s:s}}", "apiVersion", "v1",
+                           "kind", "ConfigMap", "metadata", "name", name, "namespace", L.ns,
+                           "data", "from", json_object_get(spec, "from"), "to",
+                           json_object_get(spec, "to"), "passenger", kop_meta_name(ticket));
+    char seats[16];
+    snprintf(seats, sizeof seats, "%" JSON_INTEGER_FORMAT,
+             json_integer_value(json_object_get(spec, "number")));
+    json_object_set_new(json_object_get(cm, "data"), "seats", json_string(seats));
+    kop_err err = kop_meta_set_controller_ref(cm, ticket, st);
+    if (!err)
+        err = kop_create(c, &CONFIGMAPS, L.ns, cm, NULL, NULL, st);
+    json_decref(cm);
+    if (err)
+        return err;
+    char at[32];
+    time_t t = time(NULL);
+    strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+    json_t *status = json_pack("{s:s, s:O, s:s, s:I}", "phase", "Confirmed", "seats",
+                               json_object_get(spec, "number"), "confirmedAt", at,
+                               "observedGeneration", (json_int_t)kop_meta_generation(ticket));
+    err = kop_patch_status(c, &TICKETS, ticket, status, NULL, st);
+    json_decref(status);
+    return err;
+}
+
+static const kop_resource *kind_resource(const json_t *obj)
+{
+    const char *kind = json_string_value(json_object_get(obj, "kind"));
+    for (size_t i = 0; kind && i < sizeof CHILD_KINDS / sizeof CHILD_KINDS[0]; i++)
+        if (strcmp(CHILD_KINDS[i].kind, kind) == 0)
+            return &CHILD_KINDS[i];
+    return NULL;
+}
+
+/* queue_status_locked queues challenge i's status patch once both halves are there. */
+static void queue_status_locked(int i)
+{
+    struct record *r = &L.rec[i];
+    if (r->claimed || !r->children || !r->available)
+        return;
+    r->claimed = true;
+    L.queue[L.qtail++] = i;
+    pthread_cond_broadcast(&L.cond);
+}
+
+/* challenge_writes applies every child of chal (what ctf-operator applies). */
+static kop_err challenge_writes(kop_client *c, int i, const json_t *chal, kop_status *st)
+{
+    ctf_config cfg = {.node_address = "127.0.0.1"};
+    json_t *children = NULL, *child;
+    size_t k;
+    char *endpoint = NULL;
+    kop_err err = ctf_build_children(&cfg, L.def, chal, L.flag, &children, st);
+    if (err)
+        return err;
+    kop_write_opts wo = {.field_manager = FIELD_MANAGER, .force = true};
+    json_array_foreach(children, k, child)
+    {
+        const kop_resource *r = kind_resource(child);
+        json_t *stored = NULL;
+        err = r ? kop_patch(c, r, kop_meta_namespace(child), kop_meta_name(child),
+                            KOP_PATCH_APPLY, child, &wo, &stored, st)
+                : KOP_EINVAL;
+        if (!err && r && strcmp(r->kind, "Service") == 0 && !endpoint) {
+            json_t *port = json_array_get(json_object_get(json_object_get(stored, "spec"), "ports"), 0);
+            char buf[64];
+            snprintf(buf, sizeof buf, "127.0.0.1:%" JSON_INTEGER_FORMAT,
+                     json_integer_value(json_object_get(port, "nodePort")));
+            endpoint = strdup(buf);
+        }
+        json_decref(stored);
+        if (err)
+            break;
+    }
+    json_decref(children);
+    pthread_mutex_lock(&L.lock);
+    if (!err) {
+        L.rec[i].endpoint = endpoint;
+        endpoint = NULL;
+        L.rec[i].children = true;
+        queue_status_locked(i);
+    }
+    pthread_mutex_unlock(&L.lock);
+    free(endpoint);
+    return err;
+}
+
+/* patcher writes the Running status of the challenges queued (alone mode). */
+static void *patcher(void *arg)
+{
+    (void)arg;
+    kop_client *c = new_client();
+    for (;;) {
+        pthread_mutex_lock(&L.lock);
+        while (L.qhead == L.qtail && !L.stop)
+            pthread_cond_wait(&L.cond, &L.lock);
+        if (L.qhead == L.qtail) {
+            pthread_mutex_unlock(&L.lock);
+            break;
+        }
+        int i = L.queue[L.qhead++];
+        char *endpoint = L.rec[i].endpoint ? strdup(L.rec[i].endpoint) : NULL;
+        pthread_mutex_unlock(&L.lock);
+
+        char name[64], ns[CTF_NAMESPACE_SIZE], team[64];
+        snprintf(name, sizeof name, "%s-%05d", L.prefix, i);
+        snprintf(team, sizeof team, "team-%05d", i);
+        if (ctf_instance_namespace(L.ns, L.definition, team, ns, sizeof ns) != KOP_OK)
+            ns[0] = '\0';
+        json_t *obj = json_pack("{s:{s:s, s:s}}", "metadata", "name", name, "namespace", L.ns);
+        json_t *status = json_pack("{s:s, s:s, s:s, s:[{s:s, s:s, s:s}]}", "currentStatus",
+                                   "Running", "message", "instance running", "namespace", ns,
+                                   "endpoints", "name", "tcp", "type", "TCP", "address",
+                                   endpoint ? endpoint : "");
+        kop_status st;
+        kop_err err = kop_patch_status(c, &CHALLENGES, obj, status, NULL, &st);
+        if (err)
+            fprintf(stderr, "bench-loader: status of %s: %s\n", name, st.message);
+        json_decref(status);
+        json_decref(obj);
+        free(endpoint);
+    }
+    kop_client_free(c);
+    return NULL;
+}
+
+/* deployments_watch notices available Deployments of challenges (alone mode). */
+static void *deployments_watch(void *arg)
+{
+    kop_client *c = arg;
+    kop_watch *w = NULL;
+    kop_watch_event ev;
+    kop_status st;
+    char *rv = NULL;
+    while (!L.stop) {
+        kop_watch_opts wo = {.resource_version = rv,
+                             .label_selector = CTF_LABEL_MANAGED_BY "=" CTF_MANAGED_BY,
+                             .timeout_seconds = 3600};
+        if (kop_watch_open(c, &DEPLOYMENTS, NULL, &wo, &w, &st) != KOP_OK) {
+            struct timespec ts = {0, 200000000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        while (kop_watch_next(w, &ev, &st) == KOP_OK) {
+            const json_t *d = ev.object;
+            const char *v = json_string_value(
+                json_object_get(json_object_get(d, "metadata"), "resourceVersion"));
+            if (v) {
+                free(rv);
+                rv = strdup(v);
+            }
+            json_int_t want = json_integer_value(json_object_get(json_object_get(d, "spec"), "replicas"));
+            json_int_t avail = json_integer_value(
+                json_object_get(json_object_get(d, "status"), "availableReplicas"));
+            int i = index_of(kop_meta_label(d, CTF_LABEL_CHALLENGE));
+            if (i >= 0 && ev.type != KOP_WATCH_DELETED && avail >= want && want > 0) {
+                pthread_mutex_lock(&L.lock);
+                L.rec[i].available = true;
+                queue_status_locked(i);
+                pthread_mutex_unlock(&L.lock);
+            }
+            kop_watch_event_fini(&ev);
+        }
+        kop_watch_free(w);
+        w = NULL;
+    }
+    free(rv);
+    return NULL;
+}
+
+/* ---- creators ----------------------------------------------------------- */
+
+static void *creator(void *arg)
+{
+    (void)arg;
+    kop_client *c = new_client();
+    int i;
+    while ((i = atomic_fetch_add(&L.next, 1)) < L.count) {
+        kop_status st;
+        json_t *obj = new_object(i), *stored = NULL;
+        L.rec[i].sent = now_ms();
+        kop_err err = kop_create(c, L.tickets ? &TICKETS : &CHALLENGES, L.ns, obj, NULL,
+                                 L.mode == MODE_ALONE ? &stored : NULL, &st);
+        L.rec[i].created = now_ms();
+        if (!err && L.mode == MODE_ALONE)
+            err = L.tickets ? ticket_writes(c, stored, &st) : challenge_writes(c, i, stored, &st);
+        if (err) {
+            atomic_fetch_add(&L.nerrors, 1);
+            fprintf(stderr, "bench-loader: object %d: %s: %s\n", i, kop_strerror(err), st.message);
+        }
+        json_decref(stored);
+        json_decref(obj);
+    }
+    kop_client_free(c);
+    return NULL;
+}
+
+/* ---- the watch that sees objects done ------------------------------------- */
+
+struct watcher {
+    kop_client *c;
+    char *rv; /* list's version: watch from there */
+    pthread_t thread;
+};
+
+static kop_err list_page(json_t *page, void *user)
+{
+    (void)user;
+    json_t *item;
+    size_t i;
+    json_array_foreach(json_object_get(page, "items"), i, item)
+        mark_done(item);
+    return KOP_OK;
+}
+
+/* prime lists the namespace once (objects already done count) and keeps the version. */
+static void prime(struct watcher *w)
+{
+    kop_status st;
+    free(w->rv);
+    w->rv = NULL;
+    kop_err err = kop_list_each(w->c, L.tickets ? &TICKETS : &CHALLENGES, L.ns, NULL, list_page,
+                                NULL, &w->rv, &st);
+    if (err)
+        die("list", err, &st);
+}
+
+static void *watch_done(void *arg)
+{
+    struct watcher *w = arg;
+    kop_status st;
+    while (!L.stop) {
+        kop_watch *wt = NULL;
+        kop_watch_event ev;
+        kop_watch_opts wo = {.resource_version = w->rv, .timeout_seconds = 3600};
+        kop_err err = kop_watch_open(w->c, L.tickets ? &TICKETS : &CHALLENGES, L.ns, &wo, &wt, &st);
+        if (err) {
+            prime(w);
+            continue;
+        }
+        while ((err = kop_watch_next(wt, &ev, &st)) == KOP_OK) {
+            const char *v = json_string_value(
+                json_object_get(json_object_get(ev.object, "metadata"), "resourceVersion"));
+            if (v) {
+                free(w->rv);
+                w->rv = strdup(v);
+            }
+            if (ev.type == KOP_WATCH_ADDED || ev.type == KOP_WATCH_MODIFIED)
+                mark_done(ev.object);
+            kop_watch_event_fini(&ev);
+        }
+        kop_watch_free(wt);
+        if (err == KOP_EGONE || err == KOP_EEXPIRED)
+            prime(w);
+    }
+    return NULL;
+}
+
+/* ---- output ------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double percentile(const double *sorted, int n, double p)
+{
+    if (n == 0)
+        return 0;
+    int k = (int)ceil(p / 100.0 * n) - 1;
+    return sorted[k < 0 ? 0 : (k >= n ? n - 1 : k)];
+}
+
+static void write_output(double t_start, double t_end)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/latency.csv", L.out);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        exit(2);
+    }
+    fprintf(f, "index,sent_ms,created_ms,done_ms\n");
+    double *lat = calloc((size_t)L.count + 1, sizeof *lat);
+    double first = 0, last_created = 0, last_done = 0;
+    int nlat = 0, ndone = 0;
+    for (int i = 0; i < L.count; i++) {
+        struct record *r = &L.rec[i];
+        fprintf(f, "%d,%.3f,%.3f,%.3f\n", i, r->sent, r->created, r->done);
+        if (r->sent && (!first || r->sent < first))
+            first = r->sent;
+        if (r->created > last_created)
+            last_created = r->created;
+        if (r->done) {
+            ndone++;
+            if (r->done > last_done)
+                last_done = r->done;
+            if (r->sent)
+                lat[nlat++] = r->done - r->sent;
+        }
+    }
+    fclose(f);
+    qsort(lat, (size_t)nlat, sizeof *lat, cmp_double);
+    double from = L.mode == MODE_WAIT ? L.t0 : first;
+    snprintf(path, sizeof path, "%s/summary.json", L.out);
+    f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        exit(2);
+    }
+    fprintf(f,
+            "{\"workload\": \"%s\", \"mode\": \"%s\", \"count\": %d, \"threads\": %d,\n"
+            " \"done\": %d, \"errors\": %d,\n"
+            " \"start_ms\": %.3f, \"first_sent_ms\": %.3f, \"last_created_ms\": %.3f,\n"
+            " \"last_done_ms\": %.3f, \"end_ms\": %.3f,\n"
+            " \"create_s\": %.3f, \"converge_s\": %.3f,\n"
+            " \"latency_ms\": {\"n\": %d, \"p50\": %.1f, \"p90\": %.1f, \"p99\": %.1f, "
+            "\"max\": %.1f}}\n",
+            L.workload, L.mode == MODE_OPERATOR ? "operator"
+                        : L.mode == MODE_ALONE  ? "alone"
+                        : L.mode == MODE_CREATE ? "create"
+                                                : "wait",
+            L.count, L.threads, ndone, atomic_load(&L.nerrors), t_start, first, last_created,
+            last_done, t_end, first && last_created ? (last_created - first) / 1e3 : 0,
+            from && last_done ? (last_done - from) / 1e3 : 0, nlat, percentile(lat, nlat, 50),
+            percentile(lat, nlat, 90), percentile(lat, nlat, 99),
+            nlat ? lat[nlat - 1] : 0);
+    fclose(f);
+    free(lat);
+}
+
+/* ---- main --------------------------------------------------------------- */
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: bench-loader --kubeconfig PATH --workload flighttickets|challenges "
+                    "--count N --namespace NS --out DIR [--mode operator|alone|create|wait] "
+                    "[--threads T] [--definition NAME] [--t0-ms MS] [--timeout S]\n");
+    exit(2);
+}
+
+static void parse_args(int argc, char **argv)
+{
+    const char *mode = "operator";
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v)
+            usage();
+        i++;
+        if (!strcmp(f, "--kubeconfig"))
+            L.kubeconfig = v;
+        else if (!strcmp(f, "--workload"))
+            L.workload = v;
+        else if (!strcmp(f, "--count"))
+            L.count = atoi(v);
+        else if (!strcmp(f, "--namespace"))
+            L.ns = v;
+        else if (!strcmp(f, "--out"))
+            L.out = v;
+        else if (!strcmp(f, "--mode"))
+            mode = v;
+        else if (!strcmp(f, "--threads"))
+            L.threads = atoi(v);
+        else if (!strcmp(f, "--definition"))
+            L.definition = v;
+        else if (!strcmp(f, "--t0-ms"))
+            L.t0 = strtod(v, NULL);
+        else if (!strcmp(f, "--timeout"))
+            L.timeout_s = atol(v);
+        else
+            usage();
+    }
+    if (!L.workload || !L.ns || !L.out || L.count <= 0 || L.threads < 1 ||
+        L.threads > MAX_THREADS)
+        usage();
+    L.tickets = strcmp(L.workload, "flighttickets") == 0;
+    if (!L.tickets && (strcmp(L.workload, "challenges") != 0 || !L.definition))
+        usage();
+    L.prefix = L.tickets ? "ft" : "chal";
+    if (!strcmp(mode, "operator"))
+        L.mode = MODE_OPERATOR;
+    else if (!strcmp(mode, "alone"))
+        L.mode = MODE_ALONE;
+    else if (!strcmp(mode, "create"))
+        L.mode = MODE_CREATE;
+    else if (!strcmp(mode, "wait"))
+        L.mode = MODE_WAIT;
+    else
+        usage();
+}
+
+/* prepare_challenges reads the definition and its flag (alone mode). */
+static void prepare_challenges(kop_client *c)
+{
+    kop_status st;
+    kop_err err = kop_get(c, &DEFINITIONS, L.ns, L.definition, &L.def, &st);
+    if (!err)
+        err = ctf_flag(L.def, L.definition, "team", NULL, 0, &L.flag, &st);
+    if (err)
+        die("definition (the alone mode needs a static flag)", err, &st);
+    free(L.flag); /* per team it is the same static value; compute it once */
+    L.flag = NULL;
+    err = ctf_flag(L.def, L.definition, "team-00000", NULL, 0, &L.flag, &st);
+    if (err)
+        die("flag", err, &st);
+}
+
+int main(int argc, char **argv)
+{
+    parse_args(argc, argv);
+    L.rec = calloc((size_t)L.count, sizeof *L.rec);
+    L.queue = calloc((size_t)L.count, sizeof *L.queue);
+    if (!L.rec || !L.queue)
+        die("memory", KOP_ENOMEM, NULL);
+
+    double t_start = now_ms();
+    struct watcher w = {.c = new_client()};
+    pthread_t threads[MAX_THREADS], dwatch, patchers[2];
+    bool waits = L.mode != MODE_CREATE;
+    bool alone_chal = L.mode == MODE_ALONE && !L.tickets;
+
+    if (waits) {
+        prime(&w); /* the watch starts before the first create */
+        if (pthread_create(&w.thread, NULL, watch_done, &w))
+            die("thread", KOP_ENOMEM, NULL);
+    }
+    if (alone_chal) {
+        prepare_challenges(w.c);
+        if (pthread_create(&dwatch, NULL, deployments_watch, new_client()))
+            die("thread", KOP_ENOMEM, NULL);
+        for (int i = 0; i < 2; i++)
+            if (pthread_create(&patchers[i], NULL, patcher, NULL))
+                die("thread", KOP_ENOMEM, NULL);
+    }
+    int nthreads = L.mode == MODE_WAIT ? 0 : L.threads;
+    for (int i = 0; i < nthreads; i++)
+        if (pthread_create(&threads[i], NULL, creator, NULL))
+            die("thread", KOP_ENOMEM, NULL);
+    for (int i = 0; i < nthreads; i++)
+        pthread_join(threads[i], NULL);
+
+    int rc = 0;
+    if (waits) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += L.timeout_s;
+        pthread_mutex_lock(&L.lock);
+        while (atomic_load(&L.ndone) < L.count &&
+               pthread_cond_timedwait(&L.cond, &L.lock, &until) != ETIMEDOUT)
+            ;
+        pthread_mutex_unlock(&L.lock);
+        rc = atomic_load(&L.ndone) == L.count ? 0 : 1;
+        if (rc)
+            fprintf(stderr, "bench-loader: timed out: %d of %d done\n", atomic_load(&L.ndone),
+                    L.count);
+    }
+    double t_end = now_ms();
+    write_output(t_start, t_end);
+    if (atomic_load(&L.nerrors))
+        rc = 1;
+    /* The watches block in the network; the process exit ends them. */
+    fflush(NULL);
+    _exit(rc);
+}

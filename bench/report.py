@@ -1,0 +1,212 @@
+"""report.py - the tables and the plot of a bench.py run (see bench.py).
+
+write(out, results, write_doc) writes OUT/table.md and OUT/bench.png, and
+with write_doc replaces the part of docs/benchmarks.md between
+"<!-- bench:results:begin -->" and "<!-- bench:results:end -->" with the
+table, and copies the plot to docs/benchmarks.png and the figures to
+docs/benchmarks.json.
+"""
+import csv
+import os
+import shutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BEGIN, END = "<!-- bench:results:begin -->", "<!-- bench:results:end -->"
+ORDER = ["limit", "kopc", "controller-runtime", "kopf"]
+
+
+def fmt(v, digits=1):
+    if v is None or v == "":
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def ratio(a, b, digits=2):
+    if not a or not b:
+        return "–"
+    return f"{a / b:.{digits}f}"
+
+
+def find(results, workload, n, op, phase):
+    for r in results["runs"]:
+        if r["workload"] == workload and r["n"] == n and r["operator"] == op and r["phase"] == phase:
+            return r
+    return None
+
+
+def table(results):
+    lines = []
+    v = results["versions"]
+    lines.append(f"Run {results['started']} – {results['finished']}"
+                 f"{' (QUICK smoke run: numbers mean nothing)' if results['quick'] else ''}; "
+                 f"load average (1/5/15 min) before {fmt_load(results['load_before'])}, "
+                 f"after {fmt_load(results['load_after'])}.\n")
+    loads = [r["load_after"][0] for r in results["runs"] if r.get("load_after")]
+    if loads:
+        lines.append(f"1-minute load average at the end of each measurement: min {min(loads):.2f}, "
+                     f"median {sorted(loads)[len(loads) // 2]:.2f}, max {max(loads):.2f} "
+                     f"(the devcluster, the operator and the loader of a measurement alone make "
+                     f"about 2 on this machine; the rest was other work).\n")
+    lines.append("| | version |\n|---|---|")
+    for k, val in v.items():
+        lines.append(f"| {k} | {val} |")
+    lines.append("")
+    sizes = sorted({(r["workload"], r["n"]) for r in results["runs"]},
+                   key=lambda x: (x[0] != "flighttickets", x[1]))
+    for workload, n in sizes:
+        what = "FlightTickets" if workload == "flighttickets" else "Challenges"
+        lines.append(f"### {n:,} {what}\n")
+        lines.append("| operator | all done (s) | × limit | p50 latency (ms) | p99 latency (ms) "
+                     "| CPU (s) | CPU per object (ms) | reconciles | peak RSS (MiB) "
+                     "| steady RSS (MiB) | of it anon / file | cold start (s) | apiserver CPU (s) |")
+        lines.append("|---|" + "---:|" * 12)
+        limit = find(results, workload, n, "limit", "limit")
+        for op in ORDER:
+            if op == "limit":
+                r = limit
+                if not r:
+                    continue
+                lines.append(f"| the limit: loader alone | {fmt(r.get('converge_s'), 2)} | 1.00 "
+                             f"| {fmt(r['latency_ms']['p50'], 0)} | {fmt(r['latency_ms']['p99'], 0)} "
+                             f"| – | – | – | – | – | – | – | {fmt(r.get('devcluster_cpu_s'))} |")
+                continue
+            w, c = find(results, workload, n, op, "warm"), find(results, workload, n, op, "cold")
+            if not w:
+                continue
+            if w.get("done") != n:
+                lines.append(f"| {op} | FAILED ({w.get('done')}/{n}) {w.get('error', '')[:80]} |"
+                             + " |" * 11)
+                continue
+            lat = w.get("latency_ms", {})
+            lines.append(
+                f"| {op} | {fmt(w.get('converge_s'), 2)} "
+                f"| {ratio(w.get('converge_s'), limit and limit.get('converge_s'))} "
+                f"| {fmt(lat.get('p50'), 0)} | {fmt(lat.get('p99'), 0)} | {fmt(w.get('cpu_s'), 2)} "
+                f"| {fmt(w.get('cpu_ms_per_object'), 3)} | {fmt(w.get('reconciles'))} "
+                f"| {fmt(w.get('peak_rss_mib'))} | {fmt(w.get('steady_rss_mib'))} "
+                f"| {fmt(w.get('rss_anon_mib'))} / {fmt(w.get('rss_file_mib'))} "
+                f"| {fmt(c.get('cold_start_s') if c and c.get('done') == n else None, 2)} "
+                f"| {fmt(w.get('devcluster_cpu_s'))} |")
+        lines.append("")
+        k = find(results, workload, n, "kopc", "warm")
+        peers = [p for p in ("controller-runtime", "kopf") if find(results, workload, n, p, "warm")]
+        if k and peers:
+            lines.append("| ratio | " + " | ".join(f"kopc / {p}" for p in peers) + " | kopc / limit |")
+            lines.append("|---|" + "---:|" * (len(peers) + 1))
+            rows = [("peak RSS", "peak_rss_mib", "warm"), ("steady RSS", "steady_rss_mib", "warm"),
+                    ("CPU per object", "cpu_ms_per_object", "warm"),
+                    ("time until all done", "converge_s", "warm"),
+                    ("cold start", "cold_start_s", "cold")]
+            for label, key, phase in rows:
+                cells = []
+                for p in peers:
+                    pr = find(results, workload, n, p, phase)
+                    kr = find(results, workload, n, "kopc", phase)
+                    cells.append(ratio(kr and kr.get(key), pr and pr.get(key)))
+                lim = ratio(k.get("converge_s"), limit and limit.get("converge_s")) \
+                    if key == "converge_s" else "–"
+                lines.append(f"| {label} | " + " | ".join(cells) + f" | {lim} |")
+            lines.append("")
+        api = k and k.get("api")
+        if api:
+            lines.append(f"API read path (`GET /api/v1/teams/team-00001/instances/bench`, "
+                         f"{api['bytes']} bytes, wrk -t2 -c32, loopback, with {n:,} Challenges "
+                         f"cached):\n")
+            lines.append("| server | requests/s | p99 (ms) | non-2xx |")
+            lines.append("|---|---:|---:|---:|")
+            for name, label in (("kopc", "ctf-operator API"),
+                                ("nginx", f"nginx, static file of {api['bytes']} bytes")):
+                a = api[name]
+                lines.append(f"| {label} | {a['rps']:,.0f} | {a['p99_ms']:.2f} | {a['non2xx']} |")
+            lines.append(f"\nkopc / nginx: {api['kopc']['rps'] / api['nginx']['rps']:.2f} of the "
+                         f"requests per second.\n")
+    return "\n".join(lines) + "\n"
+
+
+def fmt_load(load):
+    return "/".join(f"{x:.2f}" for x in load)
+
+
+def read_csv(path):
+    try:
+        with open(path) as f:
+            return list(csv.DictReader(f))
+    except OSError:
+        return []
+
+
+def plot(out, results):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib missing: no plot"
+    sizes = {}
+    for r in results["runs"]:
+        sizes[r["workload"]] = max(sizes.get(r["workload"], 0), r["n"])
+    workloads = [w for w in ("flighttickets", "challenges") if w in sizes]
+    fig, axes = plt.subplots(len(workloads), 2, figsize=(12, 4.5 * len(workloads)), squeeze=False)
+    colors = {"limit": "grey", "kopc": "tab:blue", "controller-runtime": "tab:orange",
+              "kopf": "tab:green"}
+    for row, workload in enumerate(workloads):
+        n = sizes[workload]
+        tag = f"{workload}-{n}"
+        ax = axes[row][0]
+        for op in ORDER:
+            d = os.path.join(out, tag, "limit" if op == "limit" else f"{op}-warm")
+            lat = sorted(float(x["done_ms"]) - float(x["sent_ms"])
+                         for x in read_csv(os.path.join(d, "latency.csv"))
+                         if float(x["done_ms"] or 0) > 0 and float(x["sent_ms"] or 0) > 0)
+            if not lat:
+                continue
+            pct = [100.0 * (i + 1) / len(lat) for i in range(len(lat))]
+            ax.plot([v / 1000 for v in lat], pct, label="loader alone (the limit)" if op == "limit" else op,
+                    color=colors[op])
+        ax.set_xscale("log")
+        ax.set_xlabel("seconds from create to status seen by a watch")
+        ax.set_ylabel("percentile")
+        ax.set_title(f"{n:,} {workload}: latency per object")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+        ax = axes[row][1]
+        for op in ORDER[1:]:
+            rows = read_csv(os.path.join(out, tag, f"{op}-warm", "samples.csv"))
+            pts = [(float(x["t_s"]), int(x["op_rss_kib"]) / 1024) for x in rows if x["op_rss_kib"]]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], label=op, color=colors[op])
+        ax.set_xlabel("seconds since the operator started")
+        ax.set_ylabel("RSS (MiB)")
+        ax.set_title(f"{n:,} {workload}: operator RSS over time")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "bench.png"), dpi=90)
+    plt.close(fig)
+    return None
+
+
+def write(out, results, write_doc=False):
+    text = table(results)
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write(text)
+    note = plot(out, results)
+    if note:
+        print("bench:", note)
+    if not write_doc:
+        return
+    doc = os.path.join(ROOT, "docs", "benchmarks.md")
+    with open(doc) as f:
+        cur = f.read()
+    if BEGIN not in cur or END not in cur:
+        print("bench: docs/benchmarks.md has no result markers; table left in", out)
+        return
+    head, rest = cur.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    with open(doc, "w") as f:
+        f.write(head + BEGIN + "\n" + text + END + tail)
+    shutil.copy(os.path.join(out, "results.json"), os.path.join(ROOT, "docs", "benchmarks.json"))
+    if os.path.exists(os.path.join(out, "bench.png")):
+        shutil.copy(os.path.join(out, "bench.png"), os.path.join(ROOT, "docs", "benchmarks.png"))

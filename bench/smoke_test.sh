@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# smoke_test.sh - the benchmark harness in its quick mode (ctest e2e_bench_smoke,
+# so `make test` proves it works): a few objects per operator, then
+# bench/check.py asserts the output is sane - every object reconciled by
+# every operator, every CSV non-empty, the table and the plot written. It
+# never asserts a time: benchmarks are not tests.
+#
+# Env: KOP_TEST_TMP (scratch directory).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "${KOP_TEST_TMP:-/tmp}"
+OUT=$(mktemp -d "${KOP_TEST_TMP:-/tmp}/bench-smoke.XXXXXX")
+trap 'rm -rf "$OUT"' EXIT
+"$ROOT/bench/run.sh" --quick --out "$OUT/results" --settle 1
+PYTHONDONTWRITEBYTECODE=1 python3 "$ROOT/bench/check.py" "$OUT/results"
