@@ -418,6 +418,37 @@ static void wake_refused(ctf_operator *op)
 
 /* ---- finalization ----------------------------------------------------------- */
 
+/*
+ * delete_orphans deletes the instance namespaces labelled for the Challenge
+ * ns/name, which no longer exists. A namespace can outlive its Challenge
+ * when an operator is killed with its create in flight: the apiserver
+ * finishes it after the next operator found no namespace and released the
+ * finalizer. The namespace's own watch event brings its Challenge's key
+ * here, so the orphan goes as soon as it appears.
+ */
+static void delete_orphans(ctf_operator *op, const kop_reconcile *req)
+{
+    json_t *all = NULL, *n;
+    size_t i;
+    kop_status st;
+    if (kop_informer_list(op->namespaces, NULL, &all) != KOP_OK)
+        return;
+    json_array_foreach(all, i, n)
+    {
+        const char *cns = kop_meta_label(n, "ctf.kopc.io/challenge-namespace");
+        const char *cname = kop_meta_label(n, "ctf.kopc.io/challenge");
+        if (!cns || !cname || strcmp(cns, req->namespace) || strcmp(cname, req->name) ||
+            kop_meta_is_deleting(n))
+            continue;
+        kop_delete_opts o = {.precondition_uid = kop_meta_uid(n)};
+        if (kop_delete(req->client, &CTF_NAMESPACES, NULL, kop_meta_name(n), &o, NULL, &st) ==
+            KOP_OK)
+            kop_logger_log(req->log, KOP_LOG_INFO, "deleted an orphaned instance namespace",
+                           KOP_LOG_STR("instance_namespace", kop_meta_name(n)));
+    }
+    json_decref(all);
+}
+
 /* owns_namespace: the namespace was made for this Challenge. */
 static bool owns_namespace(const json_t *nsobj, const json_t *chal)
 {
@@ -666,8 +697,10 @@ static kop_result reconcile(const kop_reconcile *req, void *user)
     time_t expires = 0;
     kop_result res = KOP_DONE;
 
-    if (kop_informer_get(req->cache, req->namespace, req->name, &chal) != KOP_OK)
-        return KOP_DONE; /* gone: the finalizer already ran */
+    if (kop_informer_get(req->cache, req->namespace, req->name, &chal) != KOP_OK) {
+        delete_orphans(op, req); /* gone: the finalizer already ran */
+        return KOP_DONE;
+    }
     if (kop_meta_is_deleting(chal)) {
         res = finalize(op, req, chal);
         goto out;
