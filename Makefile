@@ -91,12 +91,27 @@ image:
 	docker run --rm $(IMAGE) --help 2>&1 | grep -q 'usage: ctf-operator'
 
 # go build is a no-op when nothing changed; the cold build takes a while
-# (see docs/devcluster.md), so say so.
+# (see docs/devcluster.md), so say so. Beside the devcluster and kubectl it
+# builds what real nodes run (devcluster start --real-nodes N): the kubelet
+# and kube-proxy from the same Kubernetes module; kube-router, distribution's
+# registry and CoreDNS from modules of their own (tools/*/go.mod); and the
+# pause image's program from the pause.c of the pinned Kubernetes module.
+KUBE_ROUTER_VERSION := $(shell awk '$$1 == "github.com/cloudnativelabs/kube-router/v2" { print $$2; exit }' tools/kube-router/go.mod)
+PAUSE_VERSION := $(shell sed -n 's/^const pauseVersion = "\(.*\)"/\1/p' tools/devcluster/nodeconf.go)
 devcluster: go-check
 	@mkdir -p $(BIN)
-	@[ -x $(DEVCLUSTER) ] || echo "make: building devcluster and kubectl $(K8S_VERSION) (cold: tens of minutes on 2 cores)"
+	@[ -x $(DEVCLUSTER) ] || echo "make: building devcluster, kubectl and the real nodes' components $(K8S_VERSION) (cold: tens of minutes on 2 cores)"
 	cd tools/devcluster && $(GO) build -ldflags '$(GO_LDFLAGS)' -o ../../$(DEVCLUSTER) .
 	cd tools/devcluster && $(GO) build -ldflags '$(GO_LDFLAGS)' -o ../../$(KUBECTL) k8s.io/kubernetes/cmd/kubectl
+	cd tools/devcluster && $(GO) build -ldflags '$(GO_LDFLAGS)' -o ../../$(BIN)/kubelet k8s.io/kubernetes/cmd/kubelet
+	cd tools/devcluster && $(GO) build -ldflags '$(GO_LDFLAGS)' -o ../../$(BIN)/kube-proxy k8s.io/kubernetes/cmd/kube-proxy
+	cd tools/kube-router && $(GO) build -ldflags '-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$(KUBE_ROUTER_VERSION)' \
+	    -o ../../$(BIN)/kube-router github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+	cd tools/registry && $(GO) build -ldflags '-s -w' -o ../../$(BIN)/registry github.com/distribution/distribution/v3/cmd/registry
+	cd tools/coredns && CGO_ENABLED=0 $(GO) build -ldflags '-s -w' -o ../../$(BIN)/coredns github.com/coredns/coredns
+	@pause_c=$$(cd tools/devcluster && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c; \
+	 [ $(BIN)/pause -nt $$pause_c ] || { echo "cc -static $$pause_c"; \
+	   cc -Os -Wall -Werror -static -DVERSION=v$(PAUSE_VERSION) -o $(BIN)/pause $$pause_c; }
 
 # The browser test's npm packages (playwright-core; the browser is Debian's
 # chromium), installed again whenever package-lock.json changes.

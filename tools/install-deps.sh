@@ -7,6 +7,11 @@ pkgs=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev llvm
       libcmocka-dev valgrind curl ca-certificates openssl chromium)
 # The install tests read the rules, chart and kustomize YAML with Python.
 pkgs+=(python3 python3-yaml)
+# The devcluster's real nodes (devcluster start --real-nodes N): the container
+# runtime, its OCI runtime and CNI plugins, what kube-proxy and kube-router
+# program packets with, and busybox-static, the base of the images built here.
+pkgs+=(containerd runc containernetworking-plugins iptables ipset nftables conntrack
+       iproute2 busybox-static)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -23,3 +23,18 @@ wait_for() {
 
 # free_port: a loopback TCP port nobody listens on now.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# real_node_logs DIR: the last lines of what a devcluster with real nodes
+# logged (the cluster, each node's init, kubelet, containerd, kube-proxy,
+# kube-router, the registry), for a failing test to show the components' own
+# words.
+real_node_logs() {
+    local dir=$1 f
+    for f in "$dir/devcluster.log" "$dir"/nodes/*/node.log "$dir"/nodes/*/kubelet.log \
+        "$dir"/nodes/*/containerd.log "$dir"/nodes/*/kube-proxy.log "$dir"/nodes/*/kube-router.log \
+        "$dir/registry/registry.log"; do
+        [ -s "$f" ] || continue
+        echo "--- tail of $f"
+        tail -25 "$f"
+    done
+}

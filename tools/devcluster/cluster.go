@@ -53,6 +53,13 @@ type state struct {
 	Nodes         int      `json:"nodes"`
 	Compaction    string   `json:"compactionInterval,omitempty"`
 	APIServerArgs []string `json:"apiserverArgs,omitempty"`
+	// Real nodes: how many, the address range they use (realnet.go), the
+	// registry's port on the bridge and the cluster DNS addresses the
+	// kubelets hand to pods (empty until CoreDNS runs).
+	RealNodes    int      `json:"realNodes,omitempty"`
+	NetIndex     int      `json:"netIndex,omitempty"`
+	RegistryPort int      `json:"registryPort,omitempty"`
+	ClusterDNS   []string `json:"clusterDNS,omitempty"`
 }
 
 // remembered fills the options not given on this command line from what
@@ -69,6 +76,9 @@ func remembered(o options, given map[string]bool) (options, error) {
 	if !given["nodes"] && s.Nodes > 0 {
 		o.nodes = s.Nodes
 	}
+	if !given["real-nodes"] {
+		o.realNodes = s.RealNodes
+	}
 	if !given["compaction-interval"] && s.Compaction != "" {
 		if d, err := time.ParseDuration(s.Compaction); err == nil {
 			o.compaction = d
@@ -82,6 +92,24 @@ func remembered(o options, given map[string]bool) (options, error) {
 
 func statePath(dir string) string { return filepath.Join(dir, "devcluster.json") }
 
+// readState reads what DIR remembers, without changing it.
+func readState(dir string) (state, error) {
+	var s state
+	data, err := os.ReadFile(statePath(dir))
+	if err != nil {
+		return s, fmt.Errorf("no cluster state in %s: %w", dir, err)
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		return s, fmt.Errorf("%s: %w", statePath(dir), err)
+	}
+	return s, nil
+}
+
+func saveState(dir string, s state) error {
+	data, _ := json.MarshalIndent(s, "", "  ")
+	return os.WriteFile(statePath(dir), append(data, '\n'), 0o644)
+}
+
 func loadState(o options) (state, error) {
 	var s state
 	if data, err := os.ReadFile(statePath(o.dir)); err == nil {
@@ -93,7 +121,18 @@ func loadState(o options) (state, error) {
 		s.APIServerPort = o.port
 	}
 	s.Nodes, s.Compaction, s.APIServerArgs = o.nodes, o.compaction.String(), o.apiserverArgs
-	for _, p := range []*int{&s.APIServerPort, &s.EtcdPort, &s.EtcdPeerPort} {
+	s.RealNodes = o.realNodes
+	ports := []*int{&s.APIServerPort, &s.EtcdPort, &s.EtcdPeerPort}
+	if o.realNodes > 0 {
+		k, err := chooseNetIndex(o.dir, s.NetIndex)
+		if err != nil {
+			return s, err
+		}
+		s.NetIndex = k
+		s.ClusterDNS = []string{clusterDNSIP}
+		ports = append(ports, &s.RegistryPort)
+	}
+	for _, p := range ports {
 		if *p == 0 {
 			free, err := freePort()
 			if err != nil {
@@ -102,8 +141,7 @@ func loadState(o options) (state, error) {
 			*p = free
 		}
 	}
-	data, _ := json.MarshalIndent(s, "", "  ")
-	return s, os.WriteFile(statePath(o.dir), append(data, '\n'), 0o644)
+	return s, saveState(o.dir, s)
 }
 
 // freePort asks the kernel for an unused loopback port.
@@ -167,14 +205,39 @@ func serve(o options, ready *readySignal) error {
 	if err != nil {
 		return err
 	}
+	var plan *netplan
+	if o.realNodes > 0 {
+		plan = &netplan{st.NetIndex}
+		// What a crashed run left (the bridge, cgroups) goes first.
+		if err := cleanupRealNodes(*plan, o.dir); err != nil {
+			return err
+		}
+		if err := setupBridge(o.dir, *plan); err != nil {
+			return err
+		}
+		defer func() {
+			if err := cleanupRealNodes(*plan, o.dir); err != nil {
+				klog.Warningf("devcluster: %v", err)
+			}
+		}()
+	}
 	p := pki{dir: o.dir}
-	if err := p.ensure(); err != nil {
+	if err := p.ensure(plan, o.realNodes); err != nil {
 		return err
 	}
 	server := "https://127.0.0.1:" + strconv.Itoa(st.APIServerPort)
 	for _, id := range identities {
 		if err := p.writeKubeconfig(p.path(id.file+".kubeconfig"), server, id); err != nil {
 			return err
+		}
+	}
+	if plan != nil {
+		// Real nodes reach the apiserver on the bridge.
+		nodeServer := fmt.Sprintf("https://%s:%d", plan.gateway(), st.APIServerPort)
+		for _, id := range realNodeIdentities(o.realNodes) {
+			if err := p.writeKubeconfig(p.path(id.file+".kubeconfig"), nodeServer, id); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -188,13 +251,19 @@ func serve(o options, ready *readySignal) error {
 	defer etcd.Close()
 
 	// The components run under their own context so that they can be
-	// stopped, and waited for, before etcd closes.
+	// stopped, and waited for, before etcd closes. Real nodes and the
+	// registry stop first, while the apiserver still answers their last
+	// requests.
 	compCtx, compCancel := context.WithCancel(context.Background())
 	defer compCancel()
 	var comps []component
 	defer func() { compCancel(); waitAll(comps, 30*time.Second) }()
+	nodeCtx, nodeCancel := context.WithCancel(context.Background())
+	defer nodeCancel()
+	var nodeComps []component
+	defer func() { nodeCancel(); waitAll(nodeComps, nodeStopTimeout+10*time.Second) }()
 
-	apiserver, err := startAPIServer(compCtx, o, st, p)
+	apiserver, err := startAPIServer(compCtx, o, st, p, plan)
 	if err != nil {
 		return err
 	}
@@ -224,19 +293,61 @@ func serve(o options, ready *readySignal) error {
 	}
 	comps = append(comps, kwok)
 
-	if err := ensureNodes(ctx, admin, o.nodes); err != nil {
+	if err := ensureNodes(ctx, admin, o.nodes, o.realNodes > 0); err != nil {
 		return err
 	}
-	if err := waitClusterReady(ctx, admin, o.nodes, comps); err != nil {
+	if plan != nil {
+		nodeComps, err = startRealNodes(ctx, nodeCtx, o.dir, st, *plan, admin)
+		if err != nil {
+			return err
+		}
+	}
+	all := append(append([]component{}, comps...), nodeComps...)
+	if err := waitClusterReady(ctx, admin, o.nodes+o.realNodes, all); err != nil {
 		return err
+	}
+	if plan != nil {
+		if err := startClusterDNS(ctx, admin, all); err != nil {
+			return err
+		}
 	}
 	if err := p.writeKubeconfig(filepath.Join(o.dir, "kubeconfig"), server, identities[0]); err != nil {
 		return err
 	}
-	klog.Infof("devcluster: ready with %d node(s); kubeconfig %s", o.nodes, filepath.Join(o.dir, "kubeconfig"))
+	klog.Infof("devcluster: ready with %d fake and %d real node(s); kubeconfig %s", o.nodes, o.realNodes, filepath.Join(o.dir, "kubeconfig"))
 	ready.send("ok")
 
-	return waitForEnd(ctx, comps, etcd)
+	return waitForEnd(ctx, all, etcd)
+}
+
+// startRealNodes starts the registry, pushes the pause image, grants
+// kube-router its role and starts every real node.
+func startRealNodes(ctx, nodeCtx context.Context, dir string, st state, plan netplan, admin *kubernetes.Clientset) ([]component, error) {
+	var comps []component
+	reg, err := startRegistry(nodeCtx, dir, st)
+	if reg.done != nil {
+		comps = append(comps, reg)
+	}
+	if err != nil {
+		return comps, err
+	}
+	if err := pushPause(dir, st); err != nil {
+		return comps, fmt.Errorf("pause image: %w", err)
+	}
+	if err := pushCoreDNS(dir, st); err != nil {
+		return comps, fmt.Errorf("coredns image: %w", err)
+	}
+	if err := ensureNodeRBAC(ctx, admin); err != nil {
+		return comps, err
+	}
+	for i := 0; i < st.RealNodes; i++ {
+		c, err := startRealNode(nodeCtx, dir, plan, i)
+		if err != nil {
+			return comps, err
+		}
+		comps = append(comps, c)
+	}
+	return comps, nil
 }
 
 // waitForEnd blocks until a signal arrives (a clean stop) or a component or
@@ -330,7 +441,7 @@ func parseFlags(name string, sets map[string]*pflag.FlagSet, args []string) erro
 	return fs.Parse(args)
 }
 
-func startAPIServer(ctx context.Context, o options, st state, p pki) (component, error) {
+func startAPIServer(ctx context.Context, o options, st state, p pki, plan *netplan) (component, error) {
 	s := apiserveroptions.NewServerRunOptions()
 	dir := o.dir
 	args := []string{
@@ -344,7 +455,7 @@ func startAPIServer(ctx context.Context, o options, st state, p pki) (component,
 		"--tls-private-key-file=" + p.path("apiserver.key"),
 		"--client-ca-file=" + p.path("ca.crt"),
 		"--token-auth-file=" + p.path("tokens.csv"),
-		"--authorization-mode=RBAC",
+		"--authorization-mode=Node,RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + p.path("sa.pub"),
 		"--service-account-signing-key-file=" + p.path("sa.key"),
@@ -352,14 +463,37 @@ func startAPIServer(ctx context.Context, o options, st state, p pki) (component,
 		"--allow-privileged=true",
 		"--profiling=false",
 		"--event-ttl=1h",
+		"--enable-admission-plugins=NodeRestriction",
+	}
+	if plan == nil {
 		// The "kubernetes" Service cannot have a loopback endpoint (Endpoints
 		// validation refuses 127.0.0.0/8) and no pod runs to use it, so the
 		// apiserver does not publish one.
-		"--endpoint-reconciler-type=none",
+		args = append(args, "--endpoint-reconciler-type=none")
+	} else {
+		// Pods on real nodes reach the apiserver through the "kubernetes"
+		// Service, whose endpoint is the bridge address; the apiserver
+		// verifies the kubelets' serving certificates against the CA.
+		args = append(args,
+			"--advertise-address="+plan.gateway().String(),
+			"--kubelet-client-certificate="+p.path("apiserver-kubelet-client.crt"),
+			"--kubelet-client-key="+p.path("apiserver-kubelet-client.key"),
+			"--kubelet-certificate-authority="+p.path("ca.crt"),
+			"--kubelet-preferred-address-types=InternalIP",
+		)
 	}
 	args = append(args, o.apiserverArgs...)
 	if err := parseFlags("kube-apiserver", s.Flags().FlagSets, args); err != nil {
 		return component{}, fmt.Errorf("kube-apiserver flags: %w", err)
+	}
+	if plan != nil {
+		// One server, two addresses: loopback for this machine's clients (the
+		// kubeconfigs say 127.0.0.1) and the bridge for the nodes and pods.
+		l, err := listenBoth(st.APIServerPort, plan.gateway())
+		if err != nil {
+			return component{}, fmt.Errorf("kube-apiserver: %w", err)
+		}
+		s.SecureServing.Listener = l
 	}
 	if err := s.GenericServerRunOptions.ComponentGlobalsRegistry.Set(); err != nil {
 		return component{}, fmt.Errorf("kube-apiserver: %w", err)

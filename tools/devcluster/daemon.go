@@ -89,7 +89,7 @@ func start(o options) error {
 	}
 	defer rd.Close()
 
-	args := []string{"run", "--dir", o.dir, "--nodes", strconv.Itoa(o.nodes), "--port", strconv.Itoa(o.port),
+	args := []string{"run", "--dir", o.dir, "--nodes", strconv.Itoa(o.nodes), "--real-nodes", strconv.Itoa(o.realNodes), "--port", strconv.Itoa(o.port),
 		"--compaction-interval", o.compaction.String()}
 	for _, a := range o.apiserverArgs {
 		args = append(args, "--apiserver-arg="+a)
@@ -153,7 +153,7 @@ func stop(o options) error {
 	up, pid := running(o.dir)
 	if !up {
 		fmt.Printf("devcluster: no cluster running in %s\n", o.dir)
-		return nil
+		return cleanupLeftovers(o.dir)
 	}
 	if pid <= 0 {
 		return fmt.Errorf("%s is locked but %s names no process", o.dir, pidPath(o.dir))
@@ -165,7 +165,7 @@ func stop(o options) error {
 	for time.Now().Before(deadline) {
 		if up, _ := running(o.dir); !up && !alive(pid) {
 			fmt.Printf("devcluster: stopped (pid %d)\n", pid)
-			return nil
+			return cleanupLeftovers(o.dir)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -176,7 +176,21 @@ func stop(o options) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	if err := cleanupLeftovers(o.dir); err != nil {
+		return err
+	}
 	return fmt.Errorf("pid %d did not stop within %s and was killed", pid, stopTimeout)
+}
+
+// cleanupLeftovers removes what real nodes of a cluster that did not stop
+// cleanly (killed, crashed) left on the host: their bridge and cgroups. A
+// clean stop has already done it; this finds nothing then.
+func cleanupLeftovers(dir string) error {
+	st, err := readState(dir)
+	if err != nil || st.RealNodes == 0 {
+		return nil
+	}
+	return cleanupRealNodes(netplan{st.NetIndex}, dir)
 }
 
 // alive reports whether pid is a live process. The lock is released a moment

@@ -25,9 +25,14 @@ staging=$(sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "$modfile" |
   echo "$goline"
   echo
   [ -n "$godebug" ] && { echo "$godebug"; echo; }
-  echo "// kubectl is built from the same module, so tests use a client of the"
-  echo "// cluster's own version: go build k8s.io/kubernetes/cmd/kubectl"
-  echo "tool k8s.io/kubernetes/cmd/kubectl"
+  echo "// kubectl, and the kubelet and kube-proxy of real nodes, are built from"
+  echo "// the same module, so tests use a client and nodes of the cluster's own"
+  echo "// version: go build k8s.io/kubernetes/cmd/kubectl (kubelet, kube-proxy)"
+  echo "tool ("
+  echo "	k8s.io/kubernetes/cmd/kube-proxy"
+  echo "	k8s.io/kubernetes/cmd/kubectl"
+  echo "	k8s.io/kubernetes/cmd/kubelet"
+  echo ")"
   echo
   echo "require ("
   echo "	k8s.io/kubernetes $ver"

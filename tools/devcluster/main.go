@@ -14,6 +14,7 @@
 //	devcluster run   --dir DIR [--nodes N] [--port P]   run in the foreground until SIGINT/SIGTERM
 //	devcluster stop  --dir DIR                           stop a cluster started on DIR
 //	devcluster status --dir DIR                          exit 0 when a cluster runs on DIR
+//	devcluster image --dir DIR --name REPO:TAG ...       build an image, push it to DIR's registry
 //
 // Everything lives in DIR: the CA and certificates, etcd's data, the admin
 // kubeconfig, the log, the pid file. Stopping and starting on the same DIR
@@ -33,7 +34,9 @@ import (
 type options struct {
 	dir   string // state directory, absolute
 	nodes int    // fake nodes to keep registered
-	port  int    // apiserver port; 0 means the one DIR remembers, or a free one
+	// realNodes are nodes whose containers run (node.go); they need root.
+	realNodes int
+	port      int // apiserver port; 0 means the one DIR remembers, or a free one
 	// compaction is how often the apiserver compacts etcd's history, which
 	// decides how old a resourceVersion may be before a watch gets 410 Gone.
 	compaction time.Duration
@@ -49,10 +52,16 @@ commands:
   run      run a cluster in the foreground until interrupted
   stop     stop the cluster running on DIR
   status   exit 0 if a cluster runs on DIR, 1 otherwise
+  image    build an OCI image from local files and push it to the cluster's
+           registry (devcluster image --help)
 
 flags:
   --dir DIR     state directory (certificates, etcd data, kubeconfig, log)
   --nodes N     number of fake KWOK nodes (default 1)
+  --real-nodes N
+                number of real nodes (default 0): kubelet, containerd, runc, CNI,
+                kube-proxy and kube-router in namespaces of their own, with a
+                registry on the cluster's bridge (needs root; docs/devcluster.md)
   --port P      apiserver port on 127.0.0.1 (default: the one DIR used before, else a free one)
   --compaction-interval D
                 how often etcd history is compacted (default 5m, as kube-apiserver);
@@ -60,7 +69,7 @@ flags:
   --apiserver-arg=--FLAG=VALUE
                 an extra kube-apiserver flag (repeatable), applied after devcluster's own
 
-A start without --nodes, --compaction-interval or --apiserver-arg reuses the
+A start without --nodes, --real-nodes, --compaction-interval or --apiserver-arg reuses the
 values DIR was last started with.
 `)
 }
@@ -71,10 +80,23 @@ func main() {
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
+	switch cmd {
+	case "node": // internal: the init of a real node, started by `run`
+		if err := nodeMain(os.Args[2:]); err != nil {
+			fatal(err)
+		}
+		return
+	case "image":
+		if err := imageMain(os.Args[2:]); err != nil {
+			fatal(err)
+		}
+		return
+	}
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	var o options
 	fs.StringVar(&o.dir, "dir", "", "state directory")
 	fs.IntVar(&o.nodes, "nodes", 1, "number of fake nodes")
+	fs.IntVar(&o.realNodes, "real-nodes", 0, "number of real nodes (kubelet, containerd, runc; needs root)")
 	fs.IntVar(&o.port, "port", 0, "apiserver port")
 	fs.DurationVar(&o.compaction, "compaction-interval", 5*time.Minute, "etcd compaction interval")
 	fs.Func("apiserver-arg", "extra kube-apiserver flag", func(v string) error {
@@ -91,8 +113,9 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
-	if o.nodes < 0 || o.nodes > 1000 || o.port < 0 || o.port > 65535 || o.compaction < time.Second {
-		fmt.Fprintln(os.Stderr, "devcluster: --nodes must be 0..1000, --port 0..65535, --compaction-interval at least 1s")
+	if o.nodes < 0 || o.nodes > 1000 || o.realNodes < 0 || o.realNodes > maxRealNodes ||
+		o.port < 0 || o.port > 65535 || o.compaction < time.Second {
+		fmt.Fprintf(os.Stderr, "devcluster: --nodes must be 0..1000, --real-nodes 0..%d, --port 0..65535, --compaction-interval at least 1s\n", maxRealNodes)
 		os.Exit(2)
 	}
 	abs, err := filepath.Abs(o.dir)
@@ -105,6 +128,9 @@ func main() {
 	if cmd == "start" || cmd == "run" {
 		if o, err = remembered(o, given); err != nil {
 			fatal(err)
+		}
+		if o.realNodes > 0 && os.Geteuid() != 0 {
+			fatal(fmt.Errorf("--real-nodes needs root: the nodes create network namespaces, a bridge, mounts and cgroups"))
 		}
 	}
 

@@ -110,16 +110,17 @@ func startKWOK(ctx context.Context, p pki) (component, error) {
 		ImpersonatingDynamicClient: cs.ToImpersonatingDynamicClient(),
 		ImpersonatingTypedClient:   cs.ToImpersonatingTypedClient(),
 		TypedClient:                typedClient,
-		ManageAllNodes:             true,
-		CIDR:                       "10.244.0.0/16",
-		NodeIP:                     "127.0.0.1",
-		LocalStages:                stages,
-		PodPlayStageParallelism:    8,
-		NodePlayStageParallelism:   4,
-		NodeLeaseParallelism:       4,
-		NodeLeaseDurationSeconds:   40,
-		PodsOnNodeSyncParallelism:  4,
-		ID:                         id,
+		// Only the fake nodes: pods on real nodes are the kubelet's.
+		ManageNodesWithAnnotationSelector: "kwok.x-k8s.io/node=fake",
+		CIDR:                              "10.244.0.0/16",
+		NodeIP:                            "127.0.0.1",
+		LocalStages:                       stages,
+		PodPlayStageParallelism:           8,
+		NodePlayStageParallelism:          4,
+		NodeLeaseParallelism:              4,
+		NodeLeaseDurationSeconds:          40,
+		PodsOnNodeSyncParallelism:         4,
+		ID:                                id,
 	})
 	if err != nil {
 		return component{}, fmt.Errorf("kwok: %w", err)
@@ -130,8 +131,14 @@ func startKWOK(ctx context.Context, p pki) (component, error) {
 	return goComponent("kwok", func() error { <-ctx.Done(); return nil }), nil
 }
 
-// ensureNodes registers nodes kwok-node-0..n-1; existing ones are kept.
-func ensureNodes(ctx context.Context, c *kubernetes.Clientset, n int) error {
+// fakeNodeTaint keeps ordinary pods off fake nodes in a cluster that also
+// has real ones: a pod lands on a fake node only if it tolerates this (scale
+// tests do), so what needs to run, runs.
+var fakeNodeTaint = corev1.Taint{Key: "kwok.x-k8s.io/node", Value: "fake", Effect: corev1.TaintEffectNoSchedule}
+
+// ensureNodes registers nodes kwok-node-0..n-1; existing ones are kept,
+// with fakeNodeTaint added or removed as tainted says.
+func ensureNodes(ctx context.Context, c *kubernetes.Clientset, n int, tainted bool) error {
 	for i := 0; i < n; i++ {
 		name := nodeName(i)
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
@@ -147,12 +154,46 @@ func ensureNodes(ctx context.Context, c *kubernetes.Clientset, n int) error {
 				"node.alpha.kubernetes.io/ttl": "0",
 			},
 		}}
+		if tainted {
+			node.Spec.Taints = []corev1.Taint{fakeNodeTaint}
+		}
 		_, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create node %s: %w", name, err)
+		if apierrors.IsAlreadyExists(err) {
+			err = setFakeTaint(ctx, c, name, tainted)
+		}
+		if err != nil {
+			return fmt.Errorf("node %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// setFakeTaint adds or removes fakeNodeTaint on an existing node.
+func setFakeTaint(ctx context.Context, c *kubernetes.Clientset, name string, tainted bool) error {
+	node, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	var taints []corev1.Taint
+	has := false
+	for _, t := range node.Spec.Taints {
+		if t.Key == fakeNodeTaint.Key && t.Effect == fakeNodeTaint.Effect {
+			has = true
+			if !tainted {
+				continue
+			}
+		}
+		taints = append(taints, t)
+	}
+	if has == tainted {
+		return nil
+	}
+	if tainted {
+		taints = append(taints, fakeNodeTaint)
+	}
+	node.Spec.Taints = taints
+	_, err = c.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+	return err
 }
 
 // waitClusterReady waits until n nodes are Ready and the default namespace
@@ -161,16 +202,8 @@ func waitClusterReady(ctx context.Context, c *kubernetes.Clientset, n int, comps
 	deadline := time.Now().Add(3 * time.Minute)
 	why := "starting"
 	for time.Now().Before(deadline) {
-		for _, comp := range comps {
-			select {
-			case err := <-comp.done:
-				comp.done <- err
-				if err == nil {
-					err = fmt.Errorf("%s exited during start-up", comp.name)
-				}
-				return err
-			default:
-			}
+		if err := componentFailed(comps); err != nil {
+			return err
 		}
 		select {
 		case <-ctx.Done():

@@ -58,7 +58,12 @@ func (p pki) path(name string) string { return filepath.Join(p.dir, "pki", name)
 
 // ensure creates whatever is missing of the CA, the serving certificate, the
 // client certificates, the service-account key pair and the admin token.
-func (p pki) ensure() error {
+// With real nodes (plan not nil) it also makes what they need: the
+// apiserver's and the registry's certificates valid for the bridge address,
+// each kubelet's client and serving certificates, and the identities of
+// kube-proxy and kube-router; a certificate whose addresses no longer match
+// (another address range was chosen) is made again.
+func (p pki) ensure(plan *netplan, realNodes int) error {
 	if err := os.MkdirAll(filepath.Join(p.dir, "pki"), 0o700); err != nil {
 		return err
 	}
@@ -66,16 +71,27 @@ func (p pki) ensure() error {
 	if err != nil {
 		return fmt.Errorf("CA: %w", err)
 	}
+	apiserverIPs := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceIP)}
+	if plan != nil {
+		apiserverIPs = append(apiserverIPs, plan.gateway())
+	}
 	serving := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceIP)},
+		IPAddresses: apiserverIPs,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	if err := p.ensureLeaf("apiserver", serving, caCert, caKey); err != nil {
 		return fmt.Errorf("apiserver certificate: %w", err)
 	}
-	for _, id := range identities {
+	ids := identities
+	if plan != nil {
+		ids = append(append([]identity{}, identities...), realNodeIdentities(realNodes)...)
+		if err := p.ensureRealNodeServing(*plan, realNodes, caCert, caKey); err != nil {
+			return err
+		}
+	}
+	for _, id := range ids {
 		tmpl := &x509.Certificate{
 			Subject:     pkix.Name{CommonName: id.user, Organization: id.groups},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
@@ -184,10 +200,11 @@ func (p pki) ensureCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	return cert, key, nil
 }
 
-// ensureLeaf makes name.crt/name.key signed by the CA unless both exist.
+// ensureLeaf makes name.crt/name.key signed by the CA unless both exist
+// and the certificate already carries every IP address tmpl asks for.
 func (p pki) ensureLeaf(name string, tmpl *x509.Certificate, ca *x509.Certificate, caKey *ecdsa.PrivateKey) error {
 	certPath, keyPath := p.path(name+".crt"), p.path(name+".key")
-	if exists(certPath) && exists(keyPath) {
+	if exists(certPath) && exists(keyPath) && hasIPs(certPath, tmpl.IPAddresses) {
 		return nil
 	}
 	key, err := newKey()
@@ -279,4 +296,70 @@ func (p pki) writeKubeconfig(path, server string, id identity) error {
 	cfg.Contexts["devcluster"] = &clientcmdapi.Context{Cluster: "devcluster", AuthInfo: id.user, Namespace: "default"}
 	cfg.CurrentContext = "devcluster"
 	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// hasIPs reports whether the certificate at path is valid for every ip.
+func hasIPs(path string, ips []net.IP) bool {
+	der, err := readPEM(path)
+	if err != nil {
+		return false
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return false
+	}
+	for _, want := range ips {
+		found := false
+		for _, have := range cert.IPAddresses {
+			found = found || have.Equal(want)
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// realNodeIdentities are the clients real nodes bring: one kubelet per node
+// (system:node:NAME in system:nodes, which the Node authorizer and the
+// NodeRestriction admission plugin confine to its own node), kube-proxy
+// (the user RBAC's bootstrap policy binds to system:node-proxier),
+// kube-router (bound to the role rbac.go creates) and the apiserver's own
+// client identity towards the kubelets.
+func realNodeIdentities(n int) []identity {
+	ids := []identity{
+		{file: "kube-proxy", user: "system:kube-proxy"},
+		{file: "kube-router", user: "system:kube-router"},
+		{file: "apiserver-kubelet-client", user: "kube-apiserver-kubelet-client", groups: []string{"system:masters"}},
+	}
+	for i := 0; i < n; i++ {
+		ids = append(ids, identity{file: realNodeName(i), user: "system:node:" + realNodeName(i), groups: []string{"system:nodes"}})
+	}
+	return ids
+}
+
+// ensureRealNodeServing makes the registry's and each kubelet's serving
+// certificates, valid for their addresses on the cluster's bridge.
+func (p pki) ensureRealNodeServing(plan netplan, n int, ca *x509.Certificate, caKey *ecdsa.PrivateKey) error {
+	reg := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: registryHost},
+		DNSNames:    []string{registryHost},
+		IPAddresses: []net.IP{plan.gateway()},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if err := p.ensureLeaf("registry", reg, ca, caKey); err != nil {
+		return fmt.Errorf("registry certificate: %w", err)
+	}
+	for i := 0; i < n; i++ {
+		tmpl := &x509.Certificate{
+			Subject:     pkix.Name{CommonName: realNodeName(i)},
+			DNSNames:    []string{realNodeName(i)},
+			IPAddresses: []net.IP{plan.nodeIP(i)},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		}
+		if err := p.ensureLeaf(realNodeName(i)+"-serving", tmpl, ca, caKey); err != nil {
+			return fmt.Errorf("%s serving certificate: %w", realNodeName(i), err)
+		}
+	}
+	return nil
 }
