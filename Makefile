@@ -6,7 +6,7 @@
 #   make fuzz    run every fuzz target for FUZZ_SECONDS (default 600) each
 #   make install PREFIX=DIR   libkop (static, shared), headers, kop.pc, CMake package
 #   make helm    build/bin/helm, the Helm CLI pinned in tools/helm/go.mod
-#   make image   the operator's container image IMAGE (needs docker; not in make test)
+#   make image   the operator's container image IMAGE (needs docker or podman; not in make test)
 #   make bench   kopc against controller-runtime and kopf (30-60 min; writes docs/benchmarks.md)
 #   make bench-quick   the same with a few objects, to see the harness work (BENCH_QUICK=1 too)
 #   make soak    an hour (SOAK_SECONDS) of instance churn, RSS and open fds sampled (not in make test)
@@ -84,11 +84,15 @@ install: build
 	cmake --install $(CMAKE_DIR) --prefix $(PREFIX)
 
 # The operator's image (Dockerfile: a Debian build stage, a slim non-root
-# runtime stage). test/packaging/image_libs_test.sh checks without docker that
-# the binary needs only the libraries the runtime stage installs.
+# runtime stage), with docker or, where there is none, podman.
+# test/packaging/image_libs_test.sh checks without either that the binary
+# needs only the libraries the runtime stage installs; the e2e install tests
+# build the image with no daemon at all (tools/images.sh operator).
+ENGINE ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null)
 image:
-	docker build -t $(IMAGE) .
-	docker run --rm $(IMAGE) --help 2>&1 | grep -q 'usage: ctf-operator'
+	@[ -n "$(ENGINE)" ] || { echo "make image: needs docker or podman (tools/images.sh DIR operator builds it for a devcluster without either)"; exit 1; }
+	$(ENGINE) build -t $(IMAGE) .
+	$(ENGINE) run --rm $(IMAGE) --help 2>&1 | grep -q 'usage: ctf-operator'
 
 # go build is a no-op when nothing changed; the cold build takes a while
 # (see docs/devcluster.md), so say so. Beside the devcluster and kubectl it

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# demo.sh start|stop - the demo behind `make run`: a devcluster, the CRDs,
-# RBAC and sample challenges, the API's token Secrets, and the CTF operator
-# running as its own service account, serving the participant page on
-# http://127.0.0.1:8080. State lives in build/run/.
+# demo.sh start|stop - the demo behind `make run`: a devcluster with one real
+# node (containers run there: it needs root), the sample challenges' images
+# built here and pushed to its registry, the CRDs, RBAC and sample
+# challenges, the API's token Secrets, and the CTF operator running as its
+# own service account, serving the participant page on http://127.0.0.1:8080.
+# State lives in build/run/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=build/run
@@ -21,7 +23,16 @@ stop() {
 
 start() {
     mkdir -p "$RUN"
-    "$BIN/devcluster" status --dir "$DIR" >/dev/null 2>&1 || "$BIN/devcluster" start --dir "$DIR" --nodes 3
+    if [ "$(id -u)" != 0 ]; then
+        echo "demo: the demo runs its challenges on a real node, which needs root (network namespaces," >&2
+        echo "      a bridge, mounts, cgroups): run make run as root (docs/devcluster.md)" >&2
+        exit 1
+    fi
+    "$BIN/devcluster" status --dir "$DIR" >/dev/null 2>&1 ||
+        "$BIN/devcluster" start --dir "$DIR" --nodes 0 --real-nodes 1
+    node_ip=$($K get node real-node-0 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
+    tools/images.sh "$DIR" greeter webflag >/dev/null
+    echo "demo: sample challenge images built and pushed to the cluster's registry"
     $K apply -k config/crd >/dev/null
     $K wait --for=condition=Established crd/challenges.ctf.kopc.io crd/challengedefinitions.ctf.kopc.io --timeout=60s >/dev/null
     $K apply -k config/rbac >/dev/null
@@ -43,7 +54,7 @@ current-context: operator
 KC
         chmod 600 "$RUN/operator.kubeconfig"
         nohup "$BIN/ctf-operator" --kubeconfig "$RUN/operator.kubeconfig" --api-bind 127.0.0.1:8080 \
-            >"$RUN/ctf-operator.log" 2>&1 &
+            --node-address "$node_ip" >"$RUN/ctf-operator.log" 2>&1 &
         echo $! >"$RUN/ctf-operator.pid"
         echo "demo: ctf-operator started as service account kopc-system/kopc-ctf-operator (log: $RUN/ctf-operator.log)"
     fi
@@ -59,6 +70,10 @@ and sign in with team-b's token (team-a's is in $RUN/tokens.txt, with the admin 
   $(secret_value ctf-team-tokens team-b)
 Press "Create server" on a challenge: it goes Starting -> Running with its
 endpoint; reload the page and it is still there; Extend it, Stop it.
+The challenges run for real on the node at $node_ip: "Echo Chamber" shows an
+nc line (nc $node_ip PORT, or: busybox nc $node_ip PORT) that greets your team
+with its flag; "Robots Know" links to its page, whose robots.txt gives the
+flag's path away.
 
 Or from the shell:
   export KUBECONFIG=$PWD/$DIR/kubeconfig
@@ -67,8 +82,7 @@ Or from the shell:
   printf 'apiVersion: ctf.kopc.io/v1alpha1\\nkind: Challenge\\nmetadata: {name: nc-team-b, namespace: ctf}\\nspec: {definition: nc, team: team-b}\\n' | $BIN/kubectl apply -f -
   $BIN/kubectl -n ctf get chal nc-team-b -o yaml  # endpoint, expiry, conditions
   curl -s -H "Authorization: Bearer \$(grep ^admin $RUN/tokens.txt | cut -d' ' -f2)" 127.0.0.1:8080/api/v1/teams/team-b/instances
-  curl -s 127.0.0.1:9090/metrics | grep -E 'ctf_instances|ctf_api_requests_total' 
-Pods are simulated (KWOK): they run, but nothing listens on the endpoints.
+  curl -s 127.0.0.1:9090/metrics | grep -E 'ctf_instances|ctf_api_requests_total'
 Stop everything with: make stop
 TXT
 }

@@ -19,6 +19,7 @@ extern const kop_resource CTF_NAMESPACES;
 extern const kop_resource CTF_DEPLOYMENTS;
 extern const kop_resource CTF_PODS;
 extern const kop_resource CTF_SERVICES;
+extern const kop_resource CTF_ENDPOINTSLICES;
 extern const kop_resource CTF_SECRETS;
 
 #define CTF_FINALIZER     "ctf.kopc.io/instance"
@@ -36,6 +37,7 @@ typedef struct ctf_operator {
     kop_manager *mgr;
     kop_controller *ctl;
     kop_informer *challenges, *definitions, *namespaces, *deployments, *pods, *services;
+    kop_informer *endpointslices; /* of the instances' Services: is an endpoint ready? */
     kop_recorder *events;
     kop_metric *instances;     /* ctf_instances{status} */
     kop_metric *ready_seconds; /* ctf_instance_ready_seconds */

@@ -928,7 +928,7 @@ static json_t *quota_object(const struct inst *in)
                              quantity(in, "cpu", "1"), "limits.memory",
                              quantity(in, "memory", "1Gi"), "requests.cpu",
                              quantity(in, "cpu", "1"), "requests.memory",
-                             quantity(in, "memory", "1Gi"), "pods", "20", "services", "10",
+                             quantity(in, "memory", "1Gi"), "pods", "20", "services", "20",
                              "services.nodeports", "10", "secrets", "10", "configmaps", "10",
                              "persistentvolumeclaims", "0");
     return object("v1", "ResourceQuota", meta(in, "instance", NULL), "spec",
@@ -1031,13 +1031,79 @@ static bool network_policies(const struct inst *in, json_t *out)
     return ok;
 }
 
+/* ---- readiness: Running means the instance answers ---------------------- */
+
+/* declares_port reports whether container lists port among its containerPorts. */
+static bool declares_port(const json_t *container, json_int_t port)
+{
+    size_t i;
+    const json_t *p;
+    json_array_foreach(json_object_get(container, "ports"), i, p)
+    {
+        if (json_integer_value(json_object_get(p, "containerPort")) == port)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * probe_port returns the port the default readiness probe of container c of
+ * pod checks, or 0 for none: the first exposure of the pod on a port the
+ * container declares (validation makes every exposed port declared), else
+ * the first TCP port the container declares, so that an unexposed pod (a
+ * database) is Ready only once it listens too.
+ */
+static json_int_t probe_port(const struct inst *in, const char *pod, const json_t *c)
+{
+    const json_t *e, *p;
+    size_t i;
+    json_array_foreach(json_object_get(in->spec, "expose"), i, e)
+    {
+        json_int_t port = json_integer_value(json_object_get(e, "port"));
+        if (str_eq(json_string_value(json_object_get(e, "pod")), pod) && declares_port(c, port))
+            return port;
+    }
+    json_array_foreach(json_object_get(c, "ports"), i, p)
+    {
+        const char *proto = json_string_value(json_object_get(p, "protocol"));
+        if (!proto || str_eq(proto, "TCP"))
+            return json_integer_value(json_object_get(p, "containerPort"));
+    }
+    return 0;
+}
+
+/*
+ * default_probes gives every container of pod that has no readinessProbe a
+ * TCP one on probe_port: the pod is Ready, and its Service's endpoint ready,
+ * only once the program accepts connections. A TCP check rather than an
+ * HTTP one even for HTTP exposures, since "/" of a web challenge may well
+ * answer 404 or 401; a definition that wants more sets its own probe.
+ */
+static bool default_probes(const struct inst *in, const char *pod, json_t *tmpl)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(tmpl, "containers"), i, c)
+    {
+        json_int_t port = probe_port(in, pod, c);
+        if (!json_is_object(c) || json_object_get(c, "readinessProbe") || port <= 0)
+            continue;
+        if (!put(c, "readinessProbe",
+                 json_pack("{s:{s:I}, s:i, s:i, s:i}", "tcpSocket", "port", port, "periodSeconds",
+                           CTF_PROBE_PERIOD_S, "timeoutSeconds", 1, "failureThreshold", 3)))
+            return false;
+    }
+    return true;
+}
+
 static json_t *deployment_object(const struct inst *in, const json_t *pod, bool with_flag)
 {
     const char *name = json_string_value(json_object_get(pod, "name"));
     const json_t *replicas = json_object_get(pod, "replicas");
     json_t *tmpl = json_deep_copy(json_object_get(pod, "template"));
 
-    if (!tmpl || ctf_harden_pod_spec(tmpl, json_object_get(in->spec, "security"), with_flag)) {
+    if (!tmpl || ctf_harden_pod_spec(tmpl, json_object_get(in->spec, "security"), with_flag) ||
+        !default_probes(in, name, tmpl)) {
         json_decref(tmpl);
         return NULL;
     }
@@ -1059,6 +1125,71 @@ static json_t *service_object(const struct inst *in, const json_t *expose)
         use_ingress(in, expose) ? "ClusterIP" : "NodePort", "selector", CTF_LABEL_POD,
         json_string_value(json_object_get(expose, "pod")), "ports", "name", port_name, "protocol",
         "TCP", "port", port, "targetPort", port);
+    return object("v1", "Service", meta(in, name, NULL), "spec", spec);
+}
+
+/* exposure_named reports whether an exposure of the definition is called name. */
+static bool exposure_named(const struct inst *in, const char *name)
+{
+    size_t i;
+    const json_t *e;
+    json_array_foreach(json_object_get(in->spec, "expose"), i, e)
+    {
+        if (str_eq(json_string_value(json_object_get(e, "name")), name))
+            return true;
+    }
+    return false;
+}
+
+/*
+ * pod_service_object returns the ClusterIP Service named after pod, with
+ * every port its containers declare, so the pods of an instance reach each
+ * other by name (an app's DB_HOST=db). *none is set (and NULL returned) when
+ * the pod declares no port, or when an exposure already has the pod's name:
+ * that exposure's Service then answers to it.
+ */
+static json_t *pod_service_object(const struct inst *in, const json_t *pod, bool *none)
+{
+    const char *name = json_string_value(json_object_get(pod, "name"));
+    json_t *ports = json_array(), *c, *p;
+    size_t i, j;
+
+    *none = false;
+    json_array_foreach(get2(pod, "template", "containers"), i, c)
+    {
+        json_array_foreach(json_object_get(c, "ports"), j, p)
+        {
+            json_int_t port = json_integer_value(json_object_get(p, "containerPort"));
+            const char *proto = json_string_value(json_object_get(p, "protocol"));
+            char port_name[32];
+            bool seen = false;
+            proto = proto ? proto : "TCP";
+            for (size_t k = 0; k < json_array_size(ports) && !seen; k++) {
+                json_t *q = json_array_get(ports, k);
+                seen = json_integer_value(json_object_get(q, "port")) == port &&
+                       str_eq(json_string_value(json_object_get(q, "protocol")), proto);
+            }
+            if (seen || port <= 0 || port > 65535)
+                continue;
+            /* "tcp-5432": an IANA service name, unique per port and protocol. */
+            snprintf(port_name, sizeof port_name, "%s-%d",
+                     str_eq(proto, "UDP") ? "udp" : str_eq(proto, "SCTP") ? "sctp" : "tcp",
+                     (int)port);
+            if (!ports || !push(ports, json_pack("{s:s, s:s, s:I, s:I}", "name", port_name,
+                                                 "protocol", proto, "port", port, "targetPort",
+                                                 port))) {
+                json_decref(ports);
+                return NULL;
+            }
+        }
+    }
+    if (!ports || json_array_size(ports) == 0 || exposure_named(in, name)) {
+        json_decref(ports);
+        *none = ports != NULL;
+        return NULL;
+    }
+    json_t *spec = json_pack("{s:s, s:{s:s}, s:o}", "type", "ClusterIP", "selector", CTF_LABEL_POD,
+                             name, "ports", ports);
     return object("v1", "Service", meta(in, name, NULL), "spec", spec);
 }
 
@@ -1098,6 +1229,12 @@ static bool children(const struct inst *in, const char *flag, json_t *out)
     json_array_foreach(expose, i, v)
     {
         ok = ok && push(out, service_object(in, v));
+    }
+    json_array_foreach(pods, i, v)
+    {
+        bool none = false;
+        json_t *svc = ok ? pod_service_object(in, v, &none) : NULL;
+        ok = ok && (none || push(out, svc));
     }
     json_array_foreach(expose, i, v)
     {

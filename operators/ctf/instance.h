@@ -41,6 +41,10 @@
 #define CTF_LABEL_POD              "ctf.kopc.io/pod"
 #define CTF_ANNOTATION_CHALLENGE_UID "ctf.kopc.io/challenge-uid"
 
+/* How often the default readiness probe (a TCP connect to the exposed port)
+ * runs: what bounds the delay between a program listening and Running. */
+#define CTF_PROBE_PERIOD_S 1
+
 /* The Secret holding the flag, its key, and where pods see it. */
 #define CTF_FLAG_SECRET     "flag"
 #define CTF_FLAG_KEY        "flag"
@@ -189,8 +193,14 @@ KOP_NODISCARD kop_err ctf_harden_pod_spec(json_t *spec, const json_t *security, 
  *   "instance"; LimitRange "defaults"; NetworkPolicies "default-deny", one
  *   "allow-exposed-<pod>" per exposed pod (in order of first exposure),
  *   "allow-same-instance", "allow-dns", and "allow-internet" with egress
- *   Internet; a Deployment per pod; a Service per exposure; an Ingress per
- *   HTTP exposure when cfg->ingress_domain is set.
+ *   Internet; a Deployment per pod; a Service per exposure; a ClusterIP
+ *   Service named after each pod with every port its containers declare
+ *   (unless the pod declares none, or an exposure has the pod's name), so
+ *   the pods of an instance reach each other by name; an Ingress per HTTP
+ *   exposure when cfg->ingress_domain is set. Every container without a
+ *   readinessProbe gets a TCP one (every CTF_PROBE_PERIOD_S) on the port it
+ *   is exposed on, else on its first declared TCP port, so that Ready means
+ *   the program accepts connections.
  * def is the ChallengeDefinition (validated here with
  * ctf_validate_definition), challenge the Challenge (see
  * ctf_instance_labels; its metadata.uid, when present, is annotated on the

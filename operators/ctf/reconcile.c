@@ -14,10 +14,13 @@
  *   over quota         -> Error QuotaExceeded
  *   otherwise          -> apply every child (server-side apply: idempotent,
  *                         a crash half-way converges), then observe them:
- *                         Running once every Deployment is available and
- *                         every endpoint known; Error on an image that cannot
- *                         be pulled, a crash loop, or the start timeout;
- *                         Pending until then.
+ *                         Running once every Deployment is available, every
+ *                         endpoint known and every exposed Service has a
+ *                         ready endpoint (pods are Ready only once their
+ *                         readiness probes pass, which the builder sets from
+ *                         the exposed ports: Running means answering); Error
+ *                         on an image that cannot be pulled, a crash loop, or
+ *                         the start timeout; Pending until then.
  *
  * Children live in the instance's own namespace, where owner references
  * cannot point back at the Challenge, so every child carries labels naming
@@ -50,6 +53,8 @@ const kop_resource CTF_DEPLOYMENTS = {"apps", "v1", "deployments", "Deployment",
 const kop_resource CTF_PODS = {"", "v1", "pods", "Pod", true};
 const kop_resource CTF_SERVICES = {"", "v1", "services", "Service", true};
 const kop_resource CTF_SECRETS = {"", "v1", "secrets", "Secret", true};
+const kop_resource CTF_ENDPOINTSLICES = {"discovery.k8s.io", "v1", "endpointslices",
+                                         "EndpointSlice", true};
 
 #define STATUS_PENDING     "Pending"
 #define STATUS_RUNNING     "Running"
@@ -643,6 +648,53 @@ static bool deployments_available(ctf_operator *op, const json_t *def, const cha
     return true;
 }
 
+/* slice_ready reports whether an EndpointSlice has an endpoint that is ready. */
+static bool slice_ready(const json_t *slice)
+{
+    size_t i;
+    const json_t *ep;
+    json_array_foreach(json_object_get(slice, "endpoints"), i, ep)
+    {
+        const json_t *ready = json_object_get(json_object_get(ep, "conditions"), "ready");
+        /* An absent condition means ready (discovery.k8s.io/v1). */
+        if (!ready || json_is_true(ready))
+            return true;
+    }
+    return false;
+}
+
+/*
+ * services_ready: every exposed Service of the definition has a ready
+ * endpoint, so kube-proxy (or the Ingress) has a pod to send connections to.
+ * The EndpointSlice controller labels each slice with its Service's name
+ * and copies the Service's labels, which is how the cache holds them.
+ */
+static bool services_ready(ctf_operator *op, const json_t *def, const char *ns)
+{
+    json_t *slices = NULL, *e, *s;
+    size_t i, j;
+    bool all = true;
+    if (kop_informer_list(op->endpointslices, ns, &slices) != KOP_OK)
+        return false;
+    json_array_foreach(json_object_get(json_object_get(def, "spec"), "expose"), i, e)
+    {
+        const char *name = json_string_value(json_object_get(e, "name"));
+        bool ready = false;
+        json_array_foreach(slices, j, s)
+        {
+            const char *svc = kop_meta_label(s, "kubernetes.io/service-name");
+            if (name && svc && strcmp(svc, name) == 0 && slice_ready(s))
+                ready = true;
+        }
+        if (!ready) {
+            all = false;
+            break;
+        }
+    }
+    json_decref(slices);
+    return all;
+}
+
 /* observe_instance decides Running, Pending or a failure from the caches. */
 static void observe_instance(ctf_operator *op, const json_t *chal, const json_t *def,
                              const char *ns, observation *o)
@@ -655,7 +707,7 @@ static void observe_instance(ctf_operator *op, const json_t *chal, const json_t 
         ctf_endpoints(&op->instance, def, ns, services, &o->endpoints, &complete) != KOP_OK)
         complete = false;
     json_decref(services);
-    if (complete && deployments_available(op, def, ns)) {
+    if (complete && deployments_available(op, def, ns) && services_ready(op, def, ns)) {
         o->phase = STATUS_RUNNING;
         snprintf(o->message, sizeof o->message, "instance running");
         return;
@@ -895,8 +947,8 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
     if (!err)
         err = kop_controller_watches(op->ctl, &CTF_DEFINITIONS, NULL, by_definition, op);
     const kop_resource *children[] = {&CTF_NAMESPACES, &CTF_DEPLOYMENTS, &CTF_PODS,
-                                      &CTF_SERVICES};
-    for (size_t i = 0; !err && i < 4; i++)
+                                      &CTF_SERVICES, &CTF_ENDPOINTSLICES};
+    for (size_t i = 0; !err && i < 5; i++)
         err = kop_controller_watches(op->ctl, children[i], CTF_MANAGED, by_labels, op);
     if (!err)
         err = kop_manager_informer(op->mgr, &CTF_DEFINITIONS, NULL, NULL, &op->definitions);
@@ -908,6 +960,9 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
         err = kop_manager_informer(op->mgr, &CTF_PODS, NULL, CTF_MANAGED, &op->pods);
     if (!err)
         err = kop_manager_informer(op->mgr, &CTF_SERVICES, NULL, CTF_MANAGED, &op->services);
+    if (!err)
+        err = kop_manager_informer(op->mgr, &CTF_ENDPOINTSLICES, NULL, CTF_MANAGED,
+                                   &op->endpointslices);
     if (err)
         kop_status_setf(st, 0, NULL, "challenge watches: %s", kop_strerror(err));
     return err;

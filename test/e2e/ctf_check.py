@@ -244,9 +244,20 @@ def isolation():
         pods.append({"name": f'{ns}/{p["metadata"]["name"]}', "ns": ns, "ip": p["status"]["podIP"],
                      "labels": p["metadata"].get("labels") or {},
                      "ns_labels": nss[ns]["metadata"].get("labels") or {}, "ports": ports or [80]})
+    ingress_backends = {}
+    for i in kubectl(["get", "ingresses", "-A"]):
+        for r in i["spec"].get("rules") or []:
+            for path in (r.get("http") or {}).get("paths") or []:
+                name = path["backend"].get("service", {}).get("name")
+                if name:
+                    ingress_backends.setdefault(i["metadata"]["namespace"], set()).add(name)
     exposed = {}
     for s in kubectl(["get", "services", "-A"]):
-        if s["metadata"]["namespace"] in managed:
+        # An exposure's Service is a NodePort, or the ClusterIP an Ingress
+        # routes to; the ClusterIP Service named after a pod is the
+        # instance's own way to reach it by name, not an exposure.
+        ingress_backed = s["metadata"]["name"] in ingress_backends.get(s["metadata"]["namespace"], set())
+        if s["metadata"]["namespace"] in managed and (s["spec"].get("type") == "NodePort" or ingress_backed):
             sel = s["spec"].get("selector") or {}
             for sp in s["spec"].get("ports") or []:
                 tp = sp.get("targetPort", sp["port"])

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # ctf_page_test.sh - the participant page in headless Chromium against the
-# real CTF operator on a devcluster: a team signs in, creates a server, sees
-# it start (its image is "kwok-slow-start": Ready after about 6 s) and run
-# with an endpoint, reloads, extends, rides out a restart of the operator
+# real CTF operator on a devcluster with a real node: a team signs in,
+# creates a server, sees it start (the sample web challenge, whose program
+# waits 6 s before it listens) and run with an endpoint, follows that
+# endpoint to the running challenge and reads its flag behind the path
+# robots.txt names, reloads, extends, rides out a restart of the operator
 # (the page reconnects and takes the state from the new snapshot), stops it
 # and signs out. test/e2e/page/page_test.mjs drives the browser; it asks
 # this script to stop and start the operator through files in $WORK/control.
@@ -34,6 +36,7 @@ node_pid=
 fail() {
     printf 'FAIL: %s\n' "$*" >&2
     [ -f "$WORK/op.log" ] && { echo "--- operator log (tail)" >&2; tail -40 "$WORK/op.log" >&2; }
+    real_node_logs "$DIR" >&2
     exit 1
 }
 k() { "$KUBECTL" --kubeconfig "$DIR/kubeconfig" --request-timeout=30s "$@"; }
@@ -52,8 +55,11 @@ command -v "$NODE" >/dev/null || fail "no Node.js ($NODE) to run test/e2e/page/p
     fail "test/e2e/page/node_modules is missing: run npm ci --prefix test/e2e/page (make test does)"
 ok "Chromium, Node.js and playwright-core are there"
 
-log "cluster, CRDs, namespaces, tokens, a slow-starting challenge"
-"$DEVCLUSTER" start --dir "$DIR" >/dev/null || fail "devcluster start"
+log "cluster with a real node, CRDs, namespaces, tokens, a slow-starting web challenge"
+"$DEVCLUSTER" start --dir "$DIR" --nodes 0 --real-nodes 1 >/dev/null || fail "devcluster start --real-nodes 1"
+NODE_IP=$(k get node real-node-0 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
+"$SRC/tools/images.sh" "$DIR" webflag >/dev/null || fail "tools/images.sh webflag"
+VERSION=$(sed -n 's/^project(kopc VERSION \([0-9.]*\).*/\1/p' "$SRC/CMakeLists.txt")
 k apply -k "$SRC/config/crd" >/dev/null
 k wait --for=condition=Established crd/challenges.ctf.kopc.io crd/challengedefinitions.ctf.kopc.io --timeout=60s >/dev/null ||
     fail "CRDs not Established"
@@ -65,7 +71,7 @@ ADMIN_TOKEN=$(openssl rand -hex 32)
 k -n kopc-system create secret generic ctf-api-admin --from-literal=token="$ADMIN_TOKEN" >/dev/null
 k -n kopc-system create secret generic ctf-team-tokens \
     --from-literal="$TEAM=$TOKEN" --from-literal=team-b="$(openssl rand -hex 32)" >/dev/null
-k apply -f - >/dev/null <<'EOF'
+k apply -f - >/dev/null <<EOF
 apiVersion: ctf.kopc.io/v1alpha1
 kind: ChallengeDefinition
 metadata:
@@ -81,7 +87,8 @@ spec:
     template:
       containers:
       - name: web
-        image: registry.example/ctf/kwok-slow-start:1
+        image: registry.devcluster.test/kopc/ctf-webflag:$VERSION
+        command: [/bin/sh, -c, "sleep 6; exec /usr/local/bin/ctf-webflag"]
         ports:
         - containerPort: 8080
   expose:
@@ -104,7 +111,7 @@ API_PORT=$(free_port)
 URL=http://127.0.0.1:$API_PORT
 start_operator() {
     "$OPERATOR" --kubeconfig "$DIR/kubeconfig" --metrics-bind "127.0.0.1:$METRICS_PORT" \
-        --api-bind "127.0.0.1:$API_PORT" --api-heartbeat 2 -v 1 >>"$WORK/op.log" 2>&1 &
+        --api-bind "127.0.0.1:$API_PORT" --node-address "$NODE_IP" --api-heartbeat 2 -v 1 >>"$WORK/op.log" 2>&1 &
     op_pid=$!
     wait_for 60 "the API answers" curl -sf "$URL/api/openapi.json"
 }
@@ -120,7 +127,7 @@ log "the page in headless Chromium"
 # ("start"); each is answered with "stopped" or "started".
 CONTROL=$WORK/control
 mkdir -p "$CONTROL"
-PAGE_URL=$URL/ PAGE_TEAM=$TEAM PAGE_TOKEN=$TOKEN PAGE_ADMIN_TOKEN=$ADMIN_TOKEN PAGE_CHALLENGE=web \
+PAGE_URL=$URL/ PAGE_TEAM=$TEAM PAGE_TOKEN=$TOKEN PAGE_ADMIN_TOKEN=$ADMIN_TOKEN PAGE_CHALLENGE=web PAGE_FLAG='flag{p4g3_t3st}' \
     PAGE_ARTIFACTS=$ARTIFACTS PAGE_CONTROL=$CONTROL CHROMIUM=$CHROMIUM "$NODE" "$PAGE_DIR/page_test.mjs" &
 node_pid=$!
 while kill -0 "$node_pid" 2>/dev/null; do
@@ -138,7 +145,7 @@ while kill -0 "$node_pid" 2>/dev/null; do
 done
 wait "$node_pid" || { node_pid=; fail "the page test failed (screenshots in $ARTIFACTS)"; }
 node_pid=
-ok "the page: sign in, create, starting, running, reload, extend, reconnect, phone, stop, sign out, admin"
+ok "the page: sign in, create, starting, running, the challenge through its endpoint, reload, extend, reconnect, phone, stop, sign out, admin"
 grep -qF -e "$TOKEN" -e "$ADMIN_TOKEN" "$WORK/op.log" && fail "a token appears in the operator's log"
 ok "the tokens the page used appear nowhere in the operator's log"
 

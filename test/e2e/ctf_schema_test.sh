@@ -277,7 +277,7 @@ grep -qE '^web-team-a +Running +team-a +web +http://http-ctf-web-0123abcd\.ctf\.
 out=$(k get chaldef -n ctf 2>&1)
 read -r -a header <<<"$(head -1 <<<"$out")"
 [ "${header[*]}" = "NAME TITLE CATEGORY POINTS AGE" ] || fail "kubectl get chaldef columns: $out"
-grep -qE '^web +Cookie Monster +web +100 ' <<<"$out" || fail "kubectl get chaldef row: $out"
+grep -qE '^web +Robots Know +web +100 ' <<<"$out" || fail "kubectl get chaldef row: $out"
 out=$(k get ctf -n ctf -o name 2>&1)
 for o in challengedefinition.ctf.kopc.io/web challengedefinition.ctf.kopc.io/twopod challenge.ctf.kopc.io/web-team-a; do
     grep -qxF "$o" <<<"$out" || fail "kubectl get ctf lacks $o: $out"

@@ -559,12 +559,13 @@ static const struct kinds_case kinds_cases[] = {
     {DEF_TCP, &NODEPORT_CFG, "f",
      HEAD_WITH_SECRET "NetworkPolicy/default-deny NetworkPolicy/allow-exposed-app "
                       "NetworkPolicy/allow-same-instance NetworkPolicy/allow-dns "
-                      "Deployment/app Service/pwn"},
+                      "Deployment/app Service/pwn Service/app"},
     /* Without a flag: no Secret. */
     {DEF_TCP, &INGRESS_CFG, NULL,
      "Namespace/ns ResourceQuota/instance LimitRange/defaults "
      "NetworkPolicy/default-deny NetworkPolicy/allow-exposed-app "
-     "NetworkPolicy/allow-same-instance NetworkPolicy/allow-dns Deployment/app Service/pwn"},
+     "NetworkPolicy/allow-same-instance NetworkPolicy/allow-dns Deployment/app Service/pwn "
+     "Service/app"},
     {DEF_HTTP, &INGRESS_CFG, "f",
      HEAD_WITH_SECRET "NetworkPolicy/default-deny NetworkPolicy/allow-exposed-web "
                       "NetworkPolicy/allow-same-instance NetworkPolicy/allow-dns "
@@ -577,12 +578,12 @@ static const struct kinds_case kinds_cases[] = {
      HEAD_WITH_SECRET "NetworkPolicy/default-deny NetworkPolicy/allow-exposed-web "
                       "NetworkPolicy/allow-exposed-db NetworkPolicy/allow-same-instance "
                       "NetworkPolicy/allow-dns Deployment/web Deployment/db Service/web "
-                      "Service/admin Service/ssh"},
+                      "Service/admin Service/ssh Service/db"},
     {DEF_TWO, &INGRESS_CFG, "f",
      HEAD_WITH_SECRET "NetworkPolicy/default-deny NetworkPolicy/allow-exposed-web "
                       "NetworkPolicy/allow-exposed-db NetworkPolicy/allow-same-instance "
                       "NetworkPolicy/allow-dns Deployment/web Deployment/db Service/web "
-                      "Service/admin Service/ssh Ingress/web"},
+                      "Service/admin Service/ssh Service/db Ingress/web"},
 };
 
 static void test_children_kinds(void **state)
@@ -933,7 +934,7 @@ static void test_quota_and_limits(void **state)
     json_t *kids = build(&NODEPORT_CFG, DEF_TCP, "f");
     assert_json_eq(json_object_get(find(kids, "ResourceQuota", "instance"), "spec"),
                    "{'hard':{'limits.cpu':'1','limits.memory':'1Gi','requests.cpu':'1',"
-                   "'requests.memory':'1Gi','pods':'20','services':'10',"
+                   "'requests.memory':'1Gi','pods':'20','services':'20',"
                    "'services.nodeports':'10','secrets':'10','configmaps':'10',"
                    "'persistentvolumeclaims':'0'}}",
                    "default quota");
@@ -998,6 +999,106 @@ static void test_services_and_ingress(void **state)
     assert_string_equal(json_string_value(at(find(kids, "Service", "storefront-frontend"),
                                              "spec.ports.0.name")),
                         "http");
+    free(text);
+    json_decref(kids);
+    json_decref(def);
+}
+
+/* has reports whether children holds an object of kind and name. */
+static bool has(const json_t *children, const char *kind, const char *name)
+{
+    size_t i;
+    const json_t *o;
+    json_array_foreach(children, i, o)
+    {
+        if (strcmp(json_string_value(json_object_get(o, "kind")), kind) == 0 &&
+            strcmp(json_string_value(at(o, "metadata.name")), name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * The pods of an instance reach each other by name: a ClusterIP Service per
+ * pod with every declared port, except where an exposure already has the
+ * pod's name or the pod declares no port.
+ */
+static void test_pod_services(void **state)
+{
+    (void)state;
+    json_t *kids = build(&NODEPORT_CFG, DEF_TWO, "f");
+    assert_json_eq(json_object_get(find(kids, "Service", "db"), "spec"),
+                   "{'type':'ClusterIP','selector':{'ctf.kopc.io/pod':'db'},"
+                   "'ports':[{'name':'tcp-5432','protocol':'TCP','port':5432,'targetPort':5432}]}",
+                   "db by name");
+    /* "web" is an exposure's name too: that Service (NodePort, port 80) keeps it. */
+    assert_string_equal(json_string_value(at(find(kids, "Service", "web"), "spec.type")),
+                        "NodePort");
+    json_decref(kids);
+
+    /* Every port once, UDP too; a pod that declares none gets no Service. */
+    json_t *def = parse(DEF_TWO);
+    json_object_set_new(json_object_get(def, "spec"), "expose",
+                        parse("[{'name':'shop','pod':'web','port':80,'type':'HTTP'}]"));
+    json_array_append_new(at(def, "spec.pods.1.template.containers.0.ports"),
+                          parse("{'containerPort':5432,'protocol':'UDP'}"));
+    json_array_append_new(at(def, "spec.pods.1.template.containers.0.ports"),
+                          parse("{'containerPort':5432}"));
+    json_object_del(at(def, "spec.pods.0.template.containers.0"), "ports");
+    char *text = json_dumps(def, JSON_COMPACT);
+    kids = build(&NODEPORT_CFG, text, "f");
+    assert_json_eq(at(find(kids, "Service", "db"), "spec.ports"),
+                   "[{'name':'tcp-5432','protocol':'TCP','port':5432,'targetPort':5432},"
+                   "{'name':'udp-5432','protocol':'UDP','port':5432,'targetPort':5432}]",
+                   "db ports");
+    assert_false(has(kids, "Service", "web"));
+    assert_true(has(kids, "Service", "shop"));
+    free(text);
+    json_decref(kids);
+    json_decref(def);
+}
+
+/*
+ * Running means answering: a container without a readinessProbe gets a TCP
+ * one on its exposed port, else on its first declared port; one the
+ * definition sets is kept as it is.
+ */
+static void test_default_probes(void **state)
+{
+    (void)state;
+    json_t *kids = build(&NODEPORT_CFG, DEF_TWO, "f");
+    json_t *web = at(find(kids, "Deployment", "web"), "spec.template.spec.containers");
+    json_t *db = at(find(kids, "Deployment", "db"), "spec.template.spec.containers");
+    assert_json_eq(json_object_get(json_array_get(web, 0), "readinessProbe"),
+                   "{'tcpSocket':{'port':80},'periodSeconds':1,'timeoutSeconds':1,"
+                   "'failureThreshold':3}",
+                   "web probe on its first exposed port");
+    /* The sidecar declares no port and the exposed ones are the web container's. */
+    assert_null(json_object_get(json_array_get(web, 1), "readinessProbe"));
+    /* db is exposed as "admin" on 5432. */
+    assert_int_equal(json_integer_value(at(json_array_get(db, 0), "readinessProbe.tcpSocket.port")),
+                     5432);
+    assert_null(at(find(kids, "Deployment", "web"), "spec.template.spec.initContainers.0.readinessProbe"));
+    json_decref(kids);
+
+    /* An unexposed pod is probed on its first declared port, an exposed one on
+     * its exposed port even when it declares others first; a probe of the
+     * definition is kept. */
+    json_t *def = parse(DEF_TWO);
+    json_object_set_new(json_object_get(def, "spec"), "expose",
+                        parse("[{'name':'shop','pod':'web','port':2222,'type':'TCP'}]"));
+    json_object_set_new(at(def, "spec.pods.0.template.containers.1"), "readinessProbe",
+                        parse("{'httpGet':{'path':'/ready','port':9000}}"));
+    char *text = json_dumps(def, JSON_COMPACT);
+    kids = build(&NODEPORT_CFG, text, "f");
+    web = at(find(kids, "Deployment", "web"), "spec.template.spec.containers");
+    db = at(find(kids, "Deployment", "db"), "spec.template.spec.containers");
+    assert_int_equal(json_integer_value(at(json_array_get(web, 0), "readinessProbe.tcpSocket.port")),
+                     2222);
+    assert_json_eq(json_object_get(json_array_get(web, 1), "readinessProbe"),
+                   "{'httpGet':{'path':'/ready','port':9000}}", "the definition's own probe");
+    assert_int_equal(json_integer_value(at(json_array_get(db, 0), "readinessProbe.tcpSocket.port")),
+                     5432);
     free(text);
     json_decref(kids);
     json_decref(def);
@@ -1287,6 +1388,8 @@ int main(void)
         cmocka_unit_test(test_network_policies),
         cmocka_unit_test(test_quota_and_limits),
         cmocka_unit_test(test_services_and_ingress),
+        cmocka_unit_test(test_pod_services),
+        cmocka_unit_test(test_default_probes),
         cmocka_unit_test(test_endpoints),
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_times),

@@ -37,6 +37,9 @@ const CHALLENGE = env('PAGE_CHALLENGE', 'web');
 const ARTIFACTS = env('PAGE_ARTIFACTS');
 const CHROMIUM = env('CHROMIUM', '/usr/bin/chromium');
 const CONTROL = process.env.PAGE_CONTROL || '';
+// The flag the web challenge serves behind the path its robots.txt names:
+// the endpoint the page shows must lead to the running program.
+const FLAG = process.env.PAGE_FLAG || '';
 
 // Generous bounds, never timing assertions.
 const SHORT = 30_000;
@@ -217,6 +220,25 @@ async function run(context) {
     assert(seen.join(',') === 'Stopped,Starting,Running', `states went ${seen.join(' -> ')}`);
     await screenshot('running');
   });
+
+  if (FLAG) {
+    await step('the endpoint the page shows leads to the running challenge and its flag', async () => {
+      const tab = await page.context().newPage();
+      try {
+        const front = await tab.goto(endpoint);
+        assert(front && front.ok(), `GET ${endpoint}: ${front && front.status()}`);
+        await tab.getByRole('heading', { name: 'Nothing to see here' }).waitFor();
+        await tab.screenshot({ path: path.join(ARTIFACTS, `${String(++shot).padStart(2, '0')}-challenge.png`) });
+        const robots = await (await tab.goto(new URL('/robots.txt', endpoint).href)).text();
+        const hidden = (robots.match(/^Disallow:\s*(\S+)/m) || [])[1];
+        assert(hidden, `robots.txt names no path: ${robots}`);
+        const flag = (await (await tab.goto(new URL(hidden, endpoint).href)).text()).trim();
+        assert(flag === FLAG, `the challenge served '${flag}', not the team's flag`);
+      } finally {
+        await tab.close();
+      }
+    });
+  }
 
   await step('after a reload: still Running, the same endpoint, never a Create server button', async () => {
     await page.reload();

@@ -1,0 +1,127 @@
+# ctf_real_lib.sh - the CTF operator on a devcluster with a real node, for
+# the scenarios whose instances must run and answer; sourced, not run.
+#
+# real_ctf_up starts a devcluster with one real node (no fake ones), pushes
+# the sample challenges' images into its registry, installs the CRDs, the
+# RBAC and the samples (config/samples, whose images are those), creates the
+# API's token Secrets (an admin token and one per team in TEAMS) and runs the
+# operator here, as its own service account, with its API and metrics on
+# free loopback ports and NodePort endpoints on the node's address. It
+# leaves, exported for ctf_real_test.py: WORK, NODE_IP, API, METRICS,
+# ADMIN_TOKEN, TEAM_TOKENS (JSON team -> token), KUBECTL, KUBECONFIG, OP_LOG
+# (the operator's log) and PASSED_FILE; and OP_PID.
+#
+# Env: DEVCLUSTER, KUBECTL, OPERATOR (binaries), SRC (repo root), KOP_TEST_TMP.
+
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+DEVCLUSTER=${DEVCLUSTER:?}
+KUBECTL=${KUBECTL:?}
+OPERATOR=${OPERATOR:?}
+SRC=${SRC:?}
+TEAMS=${TEAMS:-team-a team-b team-c}
+OP_PID=
+
+# real_ctf_init NAME: the work directory and the traps.
+real_ctf_init() {
+    mkdir -p "${KOP_TEST_TMP:-/tmp}"
+    WORK=$(mktemp -d "${KOP_TEST_TMP:-/tmp}/$1.XXXXXX")
+    DIR=$WORK/cluster
+    trap real_ctf_cleanup EXIT
+}
+
+fail() {
+    printf 'FAIL: %s\n' "$*" >&2
+    [ -f "$WORK/op.log" ] && { echo "--- operator log (tail)" >&2; tail -30 "$WORK/op.log" >&2; }
+    real_node_logs "$DIR" >&2
+    exit 1
+}
+
+real_ctf_cleanup() {
+    [ -n "$OP_PID" ] && kill -9 "$OP_PID" 2>/dev/null || true
+    [ -f "$WORK/op.pid" ] && kill -9 "$(cat "$WORK/op.pid")" 2>/dev/null || true
+    "$DEVCLUSTER" stop --dir "$DIR" >/dev/null 2>&1 || true
+    if [ "${KOP_TEST_KEEP:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
+}
+
+k() { "$KUBECTL" --kubeconfig "$DIR/kubeconfig" --request-timeout=30s "$@"; }
+kc() { k -n ctf "$@"; }
+
+# start_real_operator: (re)start the operator with the flags real_ctf_up
+# chose. Its command line is in $WORK/op.cmd (one argument a line) and its
+# pid in $WORK/op.pid, for a scenario that restarts it itself.
+start_real_operator() {
+    local cmd=("$OPERATOR" --kubeconfig "$WORK/operator.kubeconfig" --metrics-bind "127.0.0.1:$METRICS_PORT"
+        --api-bind "127.0.0.1:$API_PORT" --node-address "$NODE_IP" --api-heartbeat 1
+        --max-instances-per-team 3 -v 1)
+    printf '%s\n' "${cmd[@]}" >"$WORK/op.cmd"
+    "${cmd[@]}" >>"$WORK/op.log" 2>&1 &
+    OP_PID=$!
+    echo "$OP_PID" >"$WORK/op.pid"
+    wait_for 60 "the operator to be ready" curl -sf "$METRICS/readyz"
+}
+
+# stop_real_operator: SIGTERM the operator (whichever started it last), which
+# must exit cleanly.
+stop_real_operator() {
+    local pid
+    pid=$(cat "$WORK/op.pid" 2>/dev/null || true)
+    [ -n "$pid" ] || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    if [ "$pid" = "$OP_PID" ]; then
+        wait "$OP_PID" || fail "the operator's exit code was $? after SIGTERM"
+    else
+        wait_for 40 "the operator to exit" bash -c "! kill -0 $pid 2>/dev/null"
+    fi
+    OP_PID=
+    rm -f "$WORK/op.pid"
+}
+
+real_ctf_up() {
+    "$DEVCLUSTER" start --dir "$DIR" --nodes 0 --real-nodes 1 >/dev/null || fail "devcluster start --real-nodes 1"
+    NODE_IP=$(k get node real-node-0 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
+    "$SRC/tools/images.sh" "$DIR" greeter webflag >/dev/null || fail "tools/images.sh"
+    k apply -k "$SRC/config/rbac" >/dev/null
+    k apply -k "$SRC/config/crd" >/dev/null
+    k wait --for=condition=Established crd/challenges.ctf.kopc.io crd/challengedefinitions.ctf.kopc.io \
+        --timeout=60s >/dev/null || fail "CRDs not Established"
+    wait_for 60 "CRDs served" k get chaldef -A
+    k apply -k "$SRC/config/samples" >/dev/null
+    kc delete chal --all >/dev/null # the samples' own Challenge: tests make their own
+
+    ADMIN_TOKEN=$(openssl rand -hex 24)
+    local t args=()
+    TEAM_TOKENS="{"
+    for t in $TEAMS; do
+        local tok
+        tok=$(openssl rand -hex 24)
+        args+=("--from-literal=$t=$tok")
+        TEAM_TOKENS+="\"$t\": \"$tok\","
+    done
+    TEAM_TOKENS="${TEAM_TOKENS%,}}"
+    k -n kopc-system create secret generic ctf-api-admin --from-literal=token="$ADMIN_TOKEN" >/dev/null
+    k -n kopc-system create secret generic ctf-team-tokens "${args[@]}" >/dev/null
+
+    local token server
+    token=$(k -n kopc-system create token kopc-ctf-operator --duration=6h)
+    server=$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+    cat >"$WORK/operator.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: dev, cluster: {server: "$server", certificate-authority: "$DIR/ca.crt"}}]
+users: [{name: operator, user: {token: "$token"}}]
+contexts: [{name: operator, context: {cluster: dev, user: operator, namespace: kopc-system}}]
+current-context: operator
+EOF
+    API_PORT=$(free_port)
+    METRICS_PORT=$(free_port)
+    while [ "$METRICS_PORT" = "$API_PORT" ]; do METRICS_PORT=$(free_port); done
+    API=http://127.0.0.1:$API_PORT
+    METRICS=http://127.0.0.1:$METRICS_PORT
+    start_real_operator
+    export WORK API METRICS ADMIN_TOKEN TEAM_TOKENS NODE_IP KUBECTL
+    export KUBECONFIG=$DIR/kubeconfig OP_LOG=$WORK/op.log PASSED_FILE=$WORK/passed
+    synced() { curl -sf -H @- "$API/api/v1/challenges" <<<"Authorization: Bearer $ADMIN_TOKEN" | grep -q '"nc"'; }
+    wait_for 60 "the API's caches to sync" synced
+}

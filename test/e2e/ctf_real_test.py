@@ -1,0 +1,542 @@
+#!/usr/bin/env python3
+"""ctf_real_test.py - the CTF operator's instances on a real node, driven
+through the instance API and checked by connecting to them.
+
+Run by ctf_real_test.sh (scenario "lifecycle") and ctf_isolation_test.sh
+(scenario "isolation"), which set up the cluster and the operator
+(ctf_real_lib.sh) and pass, in the environment: API, METRICS, ADMIN_TOKEN,
+TEAM_TOKENS (JSON), NODE_IP, KUBECTL, KUBECONFIG, OP_LOG, PASSED_FILE.
+
+Every check prints "ok N - what" or raises; waits poll for a condition with
+a generous bound and never assert a duration.
+"""
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+API = os.environ["API"]
+METRICS = os.environ["METRICS"]
+ADMIN = os.environ["ADMIN_TOKEN"]
+TEAM_TOKENS = json.loads(os.environ["TEAM_TOKENS"])
+NODE_IP = os.environ["NODE_IP"]
+KUBECTL = os.environ["KUBECTL"]
+KUBECONFIG = os.environ["KUBECONFIG"]
+OP_LOG = os.environ["OP_LOG"]
+PASSED_FILE = os.environ["PASSED_FILE"]
+
+passed = int(open(PASSED_FILE).read().strip() or 0)
+
+
+class Fail(Exception):
+    pass
+
+
+def ok(what):
+    global passed
+    passed += 1
+    with open(PASSED_FILE, "w") as f:
+        f.write(str(passed))
+    print(f"ok {passed} - {what}", flush=True)
+
+
+def log(what):
+    print(f"=== {what}", flush=True)
+
+
+def check(cond, why):
+    if not cond:
+        raise Fail(why)
+
+
+def wait(secs, what, fn, every=0.25):
+    """Call fn until it returns something truthy; return that. Fail after secs."""
+    end = time.monotonic() + secs
+    last = None
+    while time.monotonic() < end:
+        try:
+            v = fn()
+            if v:
+                return v
+            last = v
+        except Fail as e:
+            last = e
+        time.sleep(every)
+    raise Fail(f"timed out after {secs}s waiting for {what} (last: {last})")
+
+
+# ---- the instance API ------------------------------------------------------
+
+def api(method, path, token=ADMIN, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(API + path, data=data, method=method,
+                                 headers={"Authorization": f"Bearer {token}"})
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            raw = r.read()
+            return r.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        return e.code, json.loads(raw) if raw else None
+
+
+def instance(team, chal):
+    code, body = api("GET", f"/api/v1/teams/{team}/instances/{chal}")
+    return body if code == 200 else None
+
+
+def start(team, chal):
+    code, body = api("PUT", f"/api/v1/teams/{team}/instances/{chal}", TEAM_TOKENS[team])
+    check(code in (200, 201), f"PUT {team}/{chal}: {code} {body}")
+    return body
+
+
+def stop(team, chal):
+    code, body = api("DELETE", f"/api/v1/teams/{team}/instances/{chal}", TEAM_TOKENS[team])
+    check(code == 202, f"DELETE {team}/{chal}: {code} {body}")
+
+
+def state_is(team, chal, state):
+    i = instance(team, chal)
+    return i if i and i["state"] == state else None
+
+
+def running(team, chal, secs=180):
+    """Wait for Running; return the Instance the moment it is first seen."""
+    def probe():
+        i = instance(team, chal)
+        if i and i["state"] == "Error":
+            raise Fail(f"{team}/{chal} is Error: {i['reason']}: {i['message']}")
+        return i if i and i["state"] == "Running" else None
+    return wait(secs, f"{team}/{chal} Running", probe, every=0.1)
+
+
+def endpoint(inst, name=None):
+    for e in inst["endpoints"]:
+        if name is None or e["name"] == name:
+            return e["address"]
+    raise Fail(f"no endpoint {name} in {inst['endpoints']}")
+
+
+# ---- talking to instances --------------------------------------------------
+
+def greeting(addr, timeout=5):
+    """Connect to host:port once; return the first line the service sends."""
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        s.settimeout(timeout)
+        data = b""
+        while b"\n" not in data:
+            chunk = s.recv(512)
+            if not chunk:
+                break
+            data += chunk
+    return data.decode(errors="replace").split("\n", 1)[0]
+
+
+def flag_of(line):
+    check("Your flag: " in line, f"no flag in greeting {line!r}")
+    return line.split("Your flag: ", 1)[1].strip()
+
+
+def http_get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.status, r.read().decode()
+
+
+def refused(addr, timeout=3):
+    host, port = addr.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+        return False
+    except OSError:
+        return True
+
+
+# ---- the cluster -----------------------------------------------------------
+
+def kubectl(*args, check_rc=True, input=None):
+    r = subprocess.run([KUBECTL, "--kubeconfig", KUBECONFIG, "--request-timeout=30s", *args],
+                       capture_output=True, text=True, input=input)
+    if check_rc and r.returncode != 0:
+        raise Fail(f"kubectl {' '.join(args)}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def kjson(*args):
+    return json.loads(kubectl(*args, "-o", "json"))
+
+
+def challenge(inst):
+    return kjson("-n", "ctf", "get", "challenge", inst["name"])
+
+
+def namespace_of(inst):
+    return challenge(inst)["status"]["namespace"]
+
+
+def pod_of(ns, pod_label=None):
+    sel = "app.kubernetes.io/managed-by=kopc-ctf"
+    if pod_label:
+        sel += f",ctf.kopc.io/pod={pod_label}"
+    pods = kjson("-n", ns, "get", "pods", "-l", sel)["items"]
+    pods = [p for p in pods if p["status"].get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp")]
+    check(pods, f"no running pod in {ns} ({sel})")
+    return pods[0]
+
+
+def exec_in(ns, pod, script, check_rc=False):
+    """Run sh -c script in the pod's first container; return (rc, output)."""
+    r = subprocess.run([KUBECTL, "--kubeconfig", KUBECONFIG, "--request-timeout=60s", "-n", ns,
+                        "exec", pod, "--", "sh", "-c", script], capture_output=True, text=True)
+    if check_rc and r.returncode != 0:
+        raise Fail(f"exec in {ns}/{pod}: {script}: rc {r.returncode}: {r.stderr.strip()}")
+    return r.returncode, (r.stdout + r.stderr).strip()
+
+
+def connects(ns, pod, host, port, secs=3):
+    """Whether pod can open a TCP connection to host:port and get bytes back,
+    or (for a silent port) at least complete the handshake."""
+    rc, out = exec_in(ns, pod, f"nc -w {secs} {host} {port} </dev/null; echo rc=$?")
+    return "rc=0" in out or ("rc=" in out and out.split("rc=")[0].strip() != ""), out
+
+
+def edit_definition(name, fn):
+    o = kjson("-n", "ctf", "get", "chaldef", name)
+    fn(o["spec"])
+    kubectl("replace", "-f", "-", input=json.dumps(o))
+
+
+def copy_definition(src, dst, fn):
+    o = kjson("-n", "ctf", "get", "chaldef", src)
+    o["metadata"] = {"name": dst, "namespace": "ctf"}
+    o.pop("status", None)
+    fn(o["spec"])
+    kubectl("apply", "-f", "-", input=json.dumps(o))
+
+
+def secret_bytes_everywhere():
+    """Everything an operator or user reads besides the flag's Secret: every
+    Challenge, every Event, the operator's log, its metrics."""
+    parts = [kubectl("get", "challenges.ctf.kopc.io", "-A", "-o", "json"),
+             kubectl("get", "events", "-A", "-o", "json"),
+             open(OP_LOG, errors="replace").read()]
+    with urllib.request.urlopen(METRICS + "/metrics", timeout=10) as r:
+        parts.append(r.read().decode())
+    return "\n".join(parts)
+
+
+# ---- scenarios -------------------------------------------------------------
+
+def greeting_soon(addr, secs=3):
+    """The greeting, from the first connection that succeeds within secs:
+    room for kube-proxy to program a NodePort it has just been told of, far
+    less than a program that is not listening yet takes to start."""
+    return wait(secs, f"a greeting from {addr}", lambda: _try_greeting(addr), every=0.2)
+
+
+def _try_http(url):
+    try:
+        return http_get(url, timeout=2)
+    except OSError:
+        return None
+
+
+def _try_greeting(addr):
+    try:
+        return greeting(addr, timeout=2)
+    except OSError:
+        return None
+
+
+def scenario_lifecycle():
+    log("create through the API, Running means answering")
+    start("team-a", "nc")
+    start("team-b", "nc")
+    a = running("team-a", "nc")
+    flag_a = flag_of(greeting_soon(endpoint(a)))
+    b = running("team-b", "nc")
+    flag_b = flag_of(greeting_soon(endpoint(b)))
+    check(flag_a.startswith("flag{") and flag_b.startswith("flag{"), f"flags {flag_a} {flag_b}")
+    check(flag_a != flag_b, "two teams got the same dynamic flag")
+    check(endpoint(a).split(":")[0] == NODE_IP, f"endpoint {endpoint(a)} is not on the node {NODE_IP}")
+    ok(f"team-a's instance answers at {endpoint(a)} once Running, with its own flag")
+    ok("team-b's instance of the same challenge answers with a different flag")
+
+
+    start("team-a", "web")
+    w = running("team-a", "web")
+    url = endpoint(w)
+    check(url.startswith("http://"), f"web endpoint {url}")
+    status, robots = wait(3, f"{url} to answer", lambda: _try_http(url + "/robots.txt"), every=0.2)
+    path = [l.split(":", 1)[1].strip() for l in robots.splitlines() if l.startswith("Disallow:")][0]
+    status, body = http_get(url + path)
+    check(status == 200 and body.strip() == "flag{r0b0ts_txt_t3lls_4ll}", f"{url}{path}: {status} {body!r}")
+    ok(f"the web instance serves its page and, behind {path}, the static flag")
+
+    log("hardening, read from inside the container")
+    ns = namespace_of(a)
+    pod = pod_of(ns)["metadata"]["name"]
+    _, uid = exec_in(ns, pod, "id -u", check_rc=True)
+    check(uid.strip() not in ("", "0"), f"uid {uid}")
+    rc, out = exec_in(ns, pod, "touch /probe 2>&1 || echo refused")
+    check("refused" in out and "Read-only file system" in out, f"root filesystem writable: {out}")
+    _, out = exec_in(ns, pod, "ls /var/run/secrets/kubernetes.io/serviceaccount 2>&1; echo done")
+    check("No such file" in out, f"a service-account token is mounted: {out}")
+    _, status = exec_in(ns, pod, "cat /proc/self/status", check_rc=True)
+    fields = dict(l.split(":\t", 1) for l in status.splitlines() if ":\t" in l)
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        check(int(fields[cap].strip(), 16) == 0, f"{cap} is {fields[cap].strip()}")
+    check(fields["NoNewPrivs"].strip() == "1", "no_new_privs is off")
+    check(fields["Seccomp"].strip() == "2", f"seccomp mode {fields['Seccomp'].strip()}, not filtering")
+    ok(f"inside: uid {uid.strip()}, read-only root, no service-account token, no capabilities, "
+       "no_new_privs, seccomp filtering")
+
+    log("the flag reaches the container only")
+    _, env_flag = exec_in(ns, pod, 'printf %s "$FLAG"', check_rc=True)
+    _, file_flag = exec_in(ns, pod, "cat /flag/flag", check_rc=True)
+    check(env_flag == flag_a and file_flag.strip() == flag_a, f"env {env_flag!r} file {file_flag!r}")
+    leaks = secret_bytes_everywhere()
+    for f in (flag_a, flag_b, "flag{r0b0ts_txt_t3lls_4ll}"):
+        check(f not in leaks, f"flag {f} appears in a Challenge, an Event, the log or the metrics")
+    ok("the flag is in the container's env FLAG and /flag/flag, and in no Challenge, Event, log or metric")
+
+    log("a changed flag")
+    wns = namespace_of(w)
+    web_pod = pod_of(wns)
+    edit_definition("web", lambda d: d["flag"].update({"static": "flag{n3w_r0b0ts}"}))
+
+    def new_flag_served():
+        try:
+            return http_get(url + path)[1].strip() == "flag{n3w_r0b0ts}"
+        except OSError:
+            return False
+    wait(120, "the running web instance to serve the new flag", new_flag_served)
+    now = pod_of(wns)
+    check(now["metadata"]["uid"] == web_pod["metadata"]["uid"] and
+          now["status"]["containerStatuses"][0]["restartCount"] == 0,
+          "the web instance's pod was replaced or restarted for the new flag")
+    ok("changing the definition's flag reaches the running instance through /flag/flag, "
+       "without restarting it (docs/ctf-resources.md)")
+    check("flag{n3w_r0b0ts}" not in secret_bytes_everywhere(), "the new flag leaked")
+    ok("the new flag leaks nowhere either")
+
+    log("renew, expire, delete: nothing left")
+    before = instance("team-a", "nc")
+    code, after = api("POST", "/api/v1/teams/team-a/instances/nc/renew", TEAM_TOKENS["team-a"])
+    check(code == 200 and after["expiresAt"] > before["expiresAt"], f"renew: {code} {after}")
+    ok(f"renew moves the expiry from {before['expiresAt']} to {after['expiresAt']}")
+
+    # Expiry: move team-b's expiry to a few seconds from now, as an organizer can.
+    nsb = namespace_of(b)
+    soon = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 5))
+    kubectl("-n", "ctf", "patch", "challenge", b["name"], "--type", "merge",
+            "-p", json.dumps({"spec": {"expiresAt": soon}}))
+    wait(120, "team-b's expired instance to go", lambda: instance("team-b", "nc") is None)
+    wait(120, f"namespace {nsb} to go",
+         lambda: kubectl("get", "namespace", nsb, check_rc=False).strip() == "")
+    wait(30, "team-b's node port to close", lambda: refused(endpoint(b)))
+    ok("at expiry the instance, its namespace and its node port are gone")
+
+    stop("team-a", "web")
+    stop("team-a", "nc")
+    for inst in (w, a):
+        wait(120, f"{inst['challenge']} to go", lambda: instance("team-a", inst["challenge"]) is None)
+    for addr in (endpoint(a), url.replace("http://", "")):
+        wait(60, f"{addr} to close", lambda: refused(addr))
+    left = [n["metadata"]["name"] for n in kjson("get", "namespaces", "-l", "app.kubernetes.io/managed-by=kopc-ctf")["items"]]
+    check(not left, f"instance namespaces left: {left}")
+    services = kjson("get", "services", "-A")["items"]
+    ports = {p.get("nodePort") for s in services for p in s["spec"].get("ports", [])}
+    for inst_addr in (endpoint(a), endpoint(b), url.replace("http://", "")):
+        check(int(inst_addr.rsplit(":", 1)[1]) not in ports, f"node port of {inst_addr} still allocated")
+    ok("DELETE removes every instance: no namespace, pod or Service left, node ports freed")
+
+    log("real failures are reported, and recover")
+    copy_definition("nc", "missing", lambda d: d["pods"][0]["template"]["containers"][0].update(
+        {"image": "registry.devcluster.test/kopc/not-built:1"}))
+    copy_definition("nc", "crashing", lambda d: d["pods"][0]["template"]["containers"][0].update(
+        {"command": ["/bin/sh", "-c", "echo crashing on purpose; exit 3"]}))
+    start("team-c", "missing")
+    start("team-c", "crashing")
+
+    def error(chal, reason):
+        i = instance("team-c", chal)
+        return i if i and i["state"] == "Error" and i["reason"] == reason else None
+    m = wait(180, "missing to be Error/ImagePullFailed", lambda: error("missing", "ImagePullFailed"))
+    check("registry.devcluster.test/kopc/not-built:1" in m["message"], f"message {m['message']!r}")
+    ok(f"an image the registry lacks: Error ImagePullFailed, \"{m['message']}\"")
+    c = wait(240, "crashing to be Error/CrashLoop", lambda: error("crashing", "CrashLoop"))
+    ok(f"a program that exits: Error CrashLoop, \"{c['message']}\"")
+    edit_definition("missing", lambda d: d["pods"][0]["template"]["containers"][0].update(
+        {"image": "registry.devcluster.test/kopc/ctf-greeter:0.1.0"}))
+    edit_definition("crashing", lambda d: d["pods"][0]["template"]["containers"][0].pop("command"))
+    for chal in ("missing", "crashing"):
+        i = running("team-c", chal, secs=300)
+        flag_of(greeting_soon(endpoint(i)))
+    ok("fixing the definitions brings both instances to Running, answering")
+    stop("team-c", "missing")
+    stop("team-c", "crashing")
+
+    log("Running waits for the program to answer")
+    # A program that takes a while to listen: Running must wait for it (the
+    # pods' readiness probes, which the operator sets from the exposed ports
+    # when the definition has none, and the Service's ready endpoints).
+    copy_definition("nc", "slow", lambda d: d["pods"][0]["template"]["containers"][0].update(
+        {"command": ["/bin/sh", "-c", "sleep 8; exec /usr/local/bin/ctf-greeter"]}))
+    start("team-c", "slow")
+    s = running("team-c", "slow")
+    flag_of(greeting_soon(endpoint(s)))
+    ok("an instance whose program listens only after 8 s is reported Running only once it answers")
+    stop("team-c", "slow")
+
+
+def reach(ns, pod, host, port, secs=3):
+    """Whether a TCP connection from the pod to host:port completes (busybox
+    nc exits 0). A port no policy allows is refused at once (kube-router
+    answers with ICMP port-unreachable) or times out: both are False."""
+    rc, out = exec_in(ns, pod, f"nc -w {secs} {host} {port} </dev/null >/dev/null 2>&1; echo rc=$?")
+    check("rc=" in out, f"exec in {ns}/{pod} failed: {out}")
+    return out.strip().endswith("rc=0")
+
+
+def greets_from(ns, pod, host, port, secs=3):
+    """Whether the pod gets a flag greeting from host:port."""
+    _, out = exec_in(ns, pod, f"nc -w {secs} {host} {port} </dev/null 2>&1")
+    return "Your flag: flag{" in out
+
+
+def isolation_targets(a_ns, b, apiserver):
+    """The connections team-a's nc pod must not make, as (what, host, port)."""
+    b_ns = namespace_of(b)
+    b_pod = pod_of(b_ns)["status"]["podIP"]
+    b_svc = kjson("-n", b_ns, "get", "service", "-l", "app.kubernetes.io/managed-by=kopc-ctf")["items"][0]
+    b_node_port = endpoint(b).rsplit(":", 1)[1]
+    ah, ap = apiserver
+    return [
+        ("team-b's pod", b_pod, 1337),
+        ("team-b's Service", b_svc["spec"]["clusterIP"], b_svc["spec"]["ports"][0]["port"]),
+        ("team-b's Service by name", f"{b_svc['metadata']['name']}.{b_ns}.svc.cluster.local",
+         b_svc["spec"]["ports"][0]["port"]),
+        ("team-b's NodePort", NODE_IP, b_node_port),
+        ("the apiserver's Service", "10.96.0.1", 443),
+        ("the apiserver", ah, ap),
+        ("the node's kubelet", NODE_IP, 10250),
+    ]
+
+
+def scenario_isolation():
+    log("instances of two teams, and one with internet egress")
+    for team, chal in (("team-a", "nc"), ("team-b", "nc"), ("team-a", "twopod"), ("team-b", "twopod")):
+        start(team, chal)
+    copy_definition("nc", "ncnet", lambda d: d.setdefault("network", {}).update({"egress": "Internet"}))
+    start("team-c", "ncnet")
+    a, b = running("team-a", "nc"), running("team-b", "nc")
+    ta, tb = running("team-a", "twopod"), running("team-b", "twopod")
+    c = running("team-c", "ncnet")
+    a_ns, c_ns = namespace_of(a), namespace_of(c)
+    a_pod = pod_of(a_ns)["metadata"]["name"]
+    c_pod = pod_of(c_ns)["metadata"]["name"]
+    server = kubectl("config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
+    # The apiserver's address on the bridge: the kubernetes Service's endpoint.
+    eps = kjson("-n", "default", "get", "endpointslices", "-l", "kubernetes.io/service-name=kubernetes")["items"][0]
+    apiserver = (eps["endpoints"][0]["addresses"][0], eps["ports"][0]["port"])
+    targets = isolation_targets(a_ns, b, apiserver)
+    ok(f"five instances Running (apiserver {apiserver[0]}:{apiserver[1]}, kubeconfig {server})")
+
+    log("what an instance reaches, and what it does not")
+    ta_ns, tb_ns = namespace_of(ta), namespace_of(tb)
+    app = pod_of(ta_ns, "app")["metadata"]["name"]
+    check(wait(30, "team-a's app to greet its db by name", lambda: greets_from(ta_ns, app, "db", 5432)),
+          "team-a's app cannot reach its database")
+    _, out = exec_in(ta_ns, app, "nslookup db")
+    check(f"db.{ta_ns}.svc.cluster.local" in out, f"cluster DNS from the app: {out}")
+    ok("a pod of a two-pod instance reaches its database by Service name (cluster DNS allowed)")
+    tb_db = pod_of(tb_ns, "db")["status"]["podIP"]
+    check(not reach(ta_ns, app, tb_db, 5432), "team-a's app reaches team-b's database")
+    check(not reach(ta_ns, app, f"db.{tb_ns}.svc.cluster.local", 5432), "team-a's app reaches team-b's db Service")
+    ok("team-a's app reaches neither team-b's database pod nor its Service")
+    for what, host, port in targets:
+        check(not reach(a_ns, a_pod, host, port), f"team-a's instance reaches {what} ({host}:{port})")
+    ok("team-a's instance reaches none of: " + ", ".join(t[0] for t in targets))
+    for what, host, port in targets[1:]:
+        if what.startswith("team-b's Service by name"):
+            continue
+        check(not reach(c_ns, c_pod, host, port), f"an instance with internet egress reaches {what} ({host}:{port})")
+    ok("internet egress opens no private, cluster or node address")
+
+    log("each of these is the NetworkPolicies' doing")
+    stop_operator()
+    kubectl("-n", a_ns, "delete", "networkpolicy", "--all")
+    kubectl("-n", ta_ns, "delete", "networkpolicy", "--all")
+    kubectl("-n", namespace_of(b), "delete", "networkpolicy", "--all")
+    kubectl("-n", tb_ns, "delete", "networkpolicy", "--all")
+    for what, host, port in targets:
+        check(wait(60, f"{what} to become reachable without policies", lambda: reach(a_ns, a_pod, host, port)),
+              f"{what} stays unreachable without NetworkPolicies: the check above proved nothing")
+    check(wait(60, "team-b's database without policies", lambda: reach(ta_ns, app, tb_db, 5432)),
+          "team-b's database stays unreachable without NetworkPolicies")
+    ok("with the policies deleted (operator stopped) every one of those connections succeeds")
+    start_operator()
+    for what, host, port in targets:
+        wait(120, f"{what} to be cut off again", lambda: not reach(a_ns, a_pod, host, port))
+    wait(120, "team-b's database to be cut off again", lambda: not reach(ta_ns, app, tb_db, 5432))
+    ok("the restarted operator re-applies the policies and the isolation holds again")
+
+
+def stop_operator():
+    """SIGTERM the operator the shell started (pid in $WORK/op.pid)."""
+    pid = int(open(os.path.join(os.environ["WORK"], "op.pid")).read())
+    os.kill(pid, 15)
+    wait(40, "the operator to stop", lambda: not _alive(pid))
+
+
+def start_operator():
+    """Start the operator again with the command line the shell used."""
+    work = os.environ["WORK"]
+    cmd = open(os.path.join(work, "op.cmd")).read().splitlines()
+    with open(OP_LOG, "a") as logf:
+        p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+    with open(os.path.join(work, "op.pid"), "w") as f:
+        f.write(f"{p.pid}\n")
+
+    def ready():
+        try:
+            with urllib.request.urlopen(METRICS + "/readyz", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+    wait(60, "the restarted operator to be ready", ready)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not reaped by the shell yet) counts as gone.
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def main():
+    scenario = sys.argv[1] if len(sys.argv) > 1 else "lifecycle"
+    try:
+        {"lifecycle": scenario_lifecycle, "isolation": scenario_isolation}[scenario]()
+    except Fail as e:
+        print(f"FAIL: {e}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
