@@ -1,6 +1,6 @@
 /*
- * buf.c - kop__buf: growable, capped, always NUL-terminated (see
- * buf_internal.h). Growth doubles the allocation (amortised O(1) appends)
+ * buf.c - kop_buf: growable, capped, always NUL-terminated (see
+ * kop/buf.h). Growth doubles the allocation (amortised O(1) appends)
  * but never allocates more than max + 1 bytes.
  */
 #include <stdarg.h>
@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf_internal.h"
+#include "kop/buf.h"
 #include "kop_internal.h"
 
-void kop__buf_init(kop__buf *b, size_t max)
+void kop_buf_init(kop_buf *b, size_t max)
 {
     b->data = NULL;
     b->len = 0;
@@ -20,7 +20,7 @@ void kop__buf_init(kop__buf *b, size_t max)
     b->max = max;
 }
 
-void kop__buf_fini(kop__buf *b)
+void kop_buf_fini(kop_buf *b)
 {
     if (!b)
         return;
@@ -29,7 +29,7 @@ void kop__buf_fini(kop__buf *b)
     b->len = b->cap_alloc = 0;
 }
 
-void kop__buf_reset(kop__buf *b)
+void kop_buf_reset(kop_buf *b)
 {
     b->len = 0;
     if (b->data)
@@ -37,7 +37,7 @@ void kop__buf_reset(kop__buf *b)
 }
 
 /* reserve makes room for extra more bytes plus the NUL. */
-static kop_err reserve(kop__buf *b, size_t extra)
+static kop_err reserve(kop_buf *b, size_t extra)
 {
     if (extra > b->max || b->len > b->max - extra)
         return KOP_ETOOBIG;
@@ -57,7 +57,7 @@ static kop_err reserve(kop__buf *b, size_t extra)
     return KOP_OK;
 }
 
-kop_err kop__buf_append(kop__buf *b, const void *data, size_t n)
+kop_err kop_buf_append(kop_buf *b, const void *data, size_t n)
 {
     kop_err err = reserve(b, n);
     if (err)
@@ -69,12 +69,12 @@ kop_err kop__buf_append(kop__buf *b, const void *data, size_t n)
     return KOP_OK;
 }
 
-kop_err kop__buf_appends(kop__buf *b, const char *s)
+kop_err kop_buf_appends(kop_buf *b, const char *s)
 {
-    return kop__buf_append(b, s, strlen(s));
+    return kop_buf_append(b, s, strlen(s));
 }
 
-kop_err kop__buf_appendf(kop__buf *b, const char *fmt, ...)
+kop_err kop_buf_appendf(kop_buf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -92,7 +92,7 @@ kop_err kop__buf_appendf(kop__buf *b, const char *fmt, ...)
     return KOP_OK;
 }
 
-void kop__buf_consume(kop__buf *b, size_t n)
+void kop_buf_consume(kop_buf *b, size_t n)
 {
     KOP_ASSERT(n <= b->len);
     if (n > b->len)
@@ -103,7 +103,7 @@ void kop__buf_consume(kop__buf *b, size_t n)
         b->data[b->len] = '\0';
 }
 
-char *kop__buf_take(kop__buf *b, size_t *len_out)
+char *kop_buf_take(kop_buf *b, size_t *len_out)
 {
     char *out = b->data ? b->data : calloc(1, 1);
     if (len_out)
@@ -113,7 +113,7 @@ char *kop__buf_take(kop__buf *b, size_t *len_out)
     return out;
 }
 
-const char *kop__buf_str(const kop__buf *b)
+const char *kop_buf_str(const kop_buf *b)
 {
     return b->data ? b->data : "";
 }

@@ -1,6 +1,7 @@
 /*
- * client.c - the REST client: connections, authentication, retries, and the
- * verbs (get, list, create, update, patch, delete).
+ * client.c - the REST client: connections, authentication and retries, up to
+ * one request (kop__client_do). The verbs on top of it (get, list, create,
+ * update, patch, delete) are client_verbs.c's.
  *
  * Workload: an operator's reconcilers on several threads, each issuing short
  * requests, plus a few long-lived watches (client_stream.c). So:
@@ -14,20 +15,22 @@
  *   sessions between all handles, so even a new connection resumes its TLS
  *   session. The connection cache itself is deliberately not shared: libcurl
  *   does not support sharing connections between concurrent threads.
- * - Credentials are read from the kop_config at every request, because they
- *   rotate (token files, exec plugins); a 401 invalidates them and the
- *   request is sent once more with fresh ones.
+ * - The client holds its credentials, a refcounted snapshot shared by the
+ *   requests in flight, and asks the kop_config for them again at most once
+ *   a second, because they rotate (token files, exec plugins); a 401 drops
+ *   them and the request is sent once more with fresh ones.
  * - Safe verbs are retried on 429, 5xx and lost connections; writes only on
  *   429, which the apiserver's priority and fairness answers before acting.
  *   Retry-After is honoured, otherwise backoff doubles from 100 ms to 5 s,
  *   jittered.
- * - Every response body grows in a kop__buf capped at opts.max_body.
+ * - Every response body grows in a kop_buf capped at opts.max_body.
  *
  * Invariants: a kop_client's fields are immutable after kop_client_new
- * except the pool, the limiter and the discovery cache, each under its own
- * mutex. The library never prints; failures go to kop_status.
+ * except the pool, the limiter, the held credentials and the discovery
+ * cache, each under its own mutex. The library never prints; failures go to kop_status.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +42,7 @@
 #include "client_internal.h"
 #include "client_request_internal.h"
 #include "kop/config.h"
+#include "kop/clock.h"
 #include "kop_internal.h"
 
 #define POOL_MAX         32   /* idle easy handles (and their connections) kept */
@@ -46,6 +50,13 @@
 #define RETRY_MAX_MS     5000
 #define RETRY_AFTER_MAX  30   /* seconds: a longer Retry-After is clamped */
 #define CONNECT_TIMEOUT  10000
+#define CRED_REFRESH_MS  1000 /* how stale held credentials may get (token files rotate) */
+
+/* One snapshot of the credentials, shared by the requests using it. */
+struct cred_ref {
+    atomic_int refs;
+    kop_credentials cred;
+};
 
 struct kop_client {
     kop_config *cfg; /* borrowed */
@@ -61,7 +72,13 @@ struct kop_client {
 
     pthread_mutex_t limiter_lock; /* token bucket, when opts.qps > 0 */
     double tokens;
-    struct timespec refilled;
+    int64_t refilled_ns;
+
+    /* The credentials the client holds: asked of the config at most every
+     * CRED_REFRESH_MS, and at once after a 401, not on every request. */
+    pthread_mutex_t cred_lock;
+    struct cred_ref *cred; /* NULL: ask the config next time */
+    int64_t cred_fetched_ms;
 
     kop__discovery discovery;
 };
@@ -141,8 +158,9 @@ kop_err kop_client_new(kop_config *cfg, const kop_client_opts *opts, kop_client 
         pthread_mutex_init(&c->share_locks[i], NULL);
     pthread_mutex_init(&c->pool_lock, NULL);
     pthread_mutex_init(&c->limiter_lock, NULL);
+    pthread_mutex_init(&c->cred_lock, NULL);
     c->tokens = c->opts.burst;
-    clock_gettime(CLOCK_MONOTONIC, &c->refilled);
+    c->refilled_ns = kop_mono_ns();
     kop__discovery_init(&c->discovery);
 
     c->share = curl_share_init();
@@ -162,6 +180,14 @@ out:
     return err;
 }
 
+static void cred_unref(struct cred_ref *r)
+{
+    if (r && atomic_fetch_sub(&r->refs, 1) == 1) {
+        kop_credentials_fini(&r->cred);
+        free(r);
+    }
+}
+
 void kop_client_free(kop_client *c)
 {
     if (!c)
@@ -175,6 +201,8 @@ void kop_client_free(kop_client *c)
         pthread_mutex_destroy(&c->share_locks[i]);
     pthread_mutex_destroy(&c->pool_lock);
     pthread_mutex_destroy(&c->limiter_lock);
+    cred_unref(c->cred);
+    pthread_mutex_destroy(&c->cred_lock);
     free(c->user_agent);
     free(c);
 }
@@ -226,11 +254,6 @@ void kop__client_easy_put(kop_client *c, CURL *h)
 
 /* ---- rate limiter ------------------------------------------------------- */
 
-static double elapsed_s(const struct timespec *from, const struct timespec *to)
-{
-    return (double)(to->tv_sec - from->tv_sec) + (double)(to->tv_nsec - from->tv_nsec) / 1e9;
-}
-
 static void sleep_ms(long ms)
 {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
@@ -244,14 +267,13 @@ void kop__client_throttle(kop_client *c)
     if (c->opts.qps <= 0)
         return;
     for (;;) {
-        struct timespec now;
         long wait_ms = 0;
         pthread_mutex_lock(&c->limiter_lock);
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        c->tokens += elapsed_s(&c->refilled, &now) * c->opts.qps;
+        int64_t now = kop_mono_ns();
+        c->tokens += (double)(now - c->refilled_ns) / 1e9 * c->opts.qps;
         if (c->tokens > c->opts.burst)
             c->tokens = c->opts.burst;
-        c->refilled = now;
+        c->refilled_ns = now;
         if (c->tokens >= 1) {
             c->tokens -= 1;
         } else {
@@ -270,7 +292,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *user)
 {
     kop__response *resp = user;
     size_t len = size * n;
-    kop_err err = kop__buf_append(&resp->body, data, len);
+    kop_err err = kop_buf_append(&resp->body, data, len);
     if (err) {
         resp->write_err = err;
         return 0; /* makes libcurl abort with CURLE_WRITE_ERROR */
@@ -325,6 +347,48 @@ static kop_err map_curl(CURLcode rc)
 }
 
 /*
+ * held_credentials returns a reference to the credentials the client holds
+ * (the caller drops it with cred_unref), asking the config for a fresh copy
+ * when there is none yet or the held one is CRED_REFRESH_MS old. The config
+ * does the expensive part (re-reading a rotated token file, running an exec
+ * plugin) only when the credential really changed or expired.
+ */
+static kop_err held_credentials(kop_client *c, struct cred_ref **out, kop_status *st)
+{
+    kop_err err = KOP_OK;
+    pthread_mutex_lock(&c->cred_lock);
+    int64_t now = kop_mono_ms();
+    if (!c->cred || now - c->cred_fetched_ms >= CRED_REFRESH_MS) {
+        struct cred_ref *fresh = calloc(1, sizeof *fresh);
+        err = fresh ? kop_config_credentials(c->cfg, &fresh->cred, st) : KOP_ENOMEM;
+        if (err) {
+            free(fresh);
+            goto out;
+        }
+        atomic_init(&fresh->refs, 1);
+        cred_unref(c->cred);
+        c->cred = fresh;
+        c->cred_fetched_ms = now;
+    }
+    atomic_fetch_add(&c->cred->refs, 1);
+    *out = c->cred;
+out:
+    pthread_mutex_unlock(&c->cred_lock);
+    return err;
+}
+
+/* drop_credentials forgets the held credentials (after a 401), and makes the
+ * config fetch new ones. */
+static void drop_credentials(kop_client *c)
+{
+    pthread_mutex_lock(&c->cred_lock);
+    cred_unref(c->cred);
+    c->cred = NULL;
+    pthread_mutex_unlock(&c->cred_lock);
+    kop_config_invalidate_credentials(c->cfg);
+}
+
+/*
  * kop__client_setup sets the options every request shares on h: URL, TLS,
  * credentials, headers, user agent, connection sharing. *headers_out is
  * owned by the caller (curl_slist_free_all) once the transfer is over.
@@ -333,15 +397,16 @@ kop_err kop__client_setup(kop_client *c, CURL *h, const char *url, const char *c
                           struct curl_slist **headers_out, char *errbuf, kop_status *st)
 {
     kop_err err = KOP_OK;
-    kop_credentials cred = {0};
+    struct cred_ref *held = NULL;
     struct curl_slist *hdrs = NULL;
-    kop__buf auth;
-    kop__buf_init(&auth, 64 << 10);
+    kop_buf auth;
+    kop_buf_init(&auth, 64 << 10);
 
     *headers_out = NULL;
-    err = kop_config_credentials(c->cfg, &cred, st);
+    err = held_credentials(c, &held, st);
     if (err)
         goto out;
+    const kop_credentials *cred = &held->cred;
 
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_SHARE, c->share);
@@ -366,11 +431,11 @@ kop_err kop__client_setup(kop_client *c, CURL *h, const char *url, const char *c
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
     }
-    if (cred.cert_pem && cred.key_pem) {
-        struct curl_blob cert = {.data = cred.cert_pem, .len = cred.cert_len,
-                                 .flags = CURL_BLOB_COPY};
-        struct curl_blob key = {.data = cred.key_pem, .len = cred.key_len,
-                                .flags = CURL_BLOB_COPY};
+    if (cred->cert_pem && cred->key_pem) {
+        struct curl_blob cert = {
+            .data = cred->cert_pem, .len = cred->cert_len, .flags = CURL_BLOB_COPY};
+        struct curl_blob key = {
+            .data = cred->key_pem, .len = cred->key_len, .flags = CURL_BLOB_COPY};
         curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
         curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
         curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
@@ -379,20 +444,20 @@ kop_err kop__client_setup(kop_client *c, CURL *h, const char *url, const char *c
 
     hdrs = curl_slist_append(hdrs, "Accept: application/json");
     if (content_type) {
-        kop__buf ct;
-        kop__buf_init(&ct, 256);
-        err = kop__buf_appendf(&ct, "Content-Type: %s", content_type);
-        if (!err && !(hdrs = curl_slist_append(hdrs, kop__buf_str(&ct))))
+        kop_buf ct;
+        kop_buf_init(&ct, 256);
+        err = kop_buf_appendf(&ct, "Content-Type: %s", content_type);
+        if (!err && !(hdrs = curl_slist_append(hdrs, kop_buf_str(&ct))))
             err = KOP_ENOMEM;
-        kop__buf_fini(&ct);
+        kop_buf_fini(&ct);
         if (err)
             goto out;
     }
-    if (cred.token) {
-        err = kop__buf_appendf(&auth, "Authorization: Bearer %s", cred.token);
+    if (cred->token) {
+        err = kop_buf_appendf(&auth, "Authorization: Bearer %s", cred->token);
         if (err)
             goto out;
-        struct curl_slist *next = curl_slist_append(hdrs, kop__buf_str(&auth));
+        struct curl_slist *next = curl_slist_append(hdrs, kop_buf_str(&auth));
         if (!next) {
             err = KOP_ENOMEM;
             goto out;
@@ -410,9 +475,9 @@ out:
     /* The token must not linger in freed memory. */
     if (auth.data)
         memset(auth.data, 0, auth.len);
-    kop__buf_fini(&auth);
+    kop_buf_fini(&auth);
     curl_slist_free_all(hdrs);
-    kop_credentials_fini(&cred);
+    cred_unref(held);
     return err;
 }
 
@@ -425,7 +490,7 @@ static kop_err perform_once(kop_client *c, const kop__request *req, kop__respons
     char errbuf[CURL_ERROR_SIZE] = "";
     CURL *h = kop__client_easy_get(c);
 
-    kop__buf_reset(&resp->body);
+    kop_buf_reset(&resp->body);
     resp->code = 0;
     resp->retry_after_s = 0;
     resp->write_err = KOP_OK;
@@ -503,7 +568,7 @@ kop_err kop__client_do(kop_client *c, const kop__request *req, kop__response *re
 {
     kop_err err = KOP_OK;
     bool reauthed = false;
-    kop__buf_init(&resp->body, c->opts.max_body);
+    kop_buf_init(&resp->body, c->opts.max_body);
     for (int attempt = 0;; attempt++) {
         kop__client_throttle(c);
         kop_status_clear(st);
@@ -512,7 +577,7 @@ kop_err kop__client_do(kop_client *c, const kop__request *req, kop__response *re
             break;
         if (resp->code == 401 && !reauthed) {
             /* The token may have rotated or the plugin's credential expired. */
-            kop_config_invalidate_credentials(c->cfg);
+            drop_credentials(c);
             reauthed = true;
             attempt--;
             continue;
@@ -524,323 +589,7 @@ kop_err kop__client_do(kop_client *c, const kop__request *req, kop__response *re
     return err;
 }
 
-/* ---- JSON in and out ---------------------------------------------------- */
-
-/* parse_body parses a response body into *out (owned). */
-static kop_err parse_body(const kop__response *resp, json_t **out, kop_status *st)
+const char *kop__client_server(const kop_client *c)
 {
-    json_error_t jerr;
-    *out = json_loadb(resp->body.data ? resp->body.data : "", resp->body.len, 0, &jerr);
-    if (!*out) {
-        kop_status_setf(st, (int)resp->code, NULL, "response is not JSON: %s (line %d)",
-                        jerr.text, jerr.line);
-        return KOP_EPARSE;
-    }
-    return KOP_OK;
-}
-
-/*
- * call builds the URL, sends one request with an optional JSON body, and
- * parses the answer into *out when out is not NULL.
- */
-static kop_err call(kop_client *c, const char *method, const kop_resource *r, const char *ns,
-                    const char *name, const char *subresource, const kop__query_param *params,
-                    size_t nparams, const char *content_type, const json_t *body, json_t **out,
-                    kop_status *st)
-{
-    kop_err err = KOP_OK;
-    char *payload = NULL;
-    kop__buf url;
-    kop__response resp = {0};
-    kop__buf_init(&url, KOP__URL_MAX);
-    kop__buf_init(&resp.body, 0);
-
-    if (out)
-        *out = NULL;
-    kop_status_clear(st);
-    err = kop__url_build(&url, kop_config_server(c->cfg), r, ns, name, subresource, params,
-                         nparams, st);
-    if (err)
-        goto out;
-    if (body) {
-        payload = json_dumps(body, JSON_COMPACT);
-        if (!payload) {
-            err = KOP_ENOMEM;
-            goto out;
-        }
-    }
-    kop__request req = {
-        .method = method,
-        .url = kop__buf_str(&url),
-        .content_type = content_type,
-        .body = payload,
-        .body_len = payload ? strlen(payload) : 0,
-        .safe = strcmp(method, "GET") == 0,
-    };
-    err = kop__client_do(c, &req, &resp, st);
-    if (!err && out)
-        err = parse_body(&resp, out, st);
-out:
-    free(payload);
-    kop__buf_fini(&url);
-    kop__buf_fini(&resp.body);
-    return err;
-}
-
-/* object_field borrows obj.metadata.<field> as a string, or NULL. */
-static const char *object_field(const json_t *obj, const char *field)
-{
-    return json_string_value(json_object_get(json_object_get(obj, "metadata"), field));
-}
-
-/* write_params turns kop_write_opts into query parameters; returns the count. */
-static size_t write_params(const kop_write_opts *o, kop__query_param *p)
-{
-    size_t n = 0;
-    if (!o)
-        return 0;
-    if (o->field_manager)
-        p[n++] = (kop__query_param){"fieldManager", o->field_manager};
-    if (o->force)
-        p[n++] = (kop__query_param){"force", "true"};
-    if (o->dry_run)
-        p[n++] = (kop__query_param){"dryRun", "All"};
-    return n;
-}
-
-/* ---- verbs -------------------------------------------------------------- */
-
-kop_err kop_get_path(kop_client *c, const char *path, json_t **out, kop_status *st)
-{
-    kop_err err = KOP_OK;
-    kop__buf url;
-    kop__response resp = {0};
-    kop__buf_init(&url, KOP__URL_MAX);
-    kop__buf_init(&resp.body, 0);
-
-    *out = NULL;
-    if (!path || path[0] != '/') {
-        kop_status_setf(st, 0, NULL, "kop_get_path: path must start with '/'");
-        err = KOP_EINVAL;
-        goto out;
-    }
-    const char *server = kop_config_server(c->cfg);
-    size_t slen = strlen(server);
-    while (slen > 0 && server[slen - 1] == '/')
-        slen--;
-    err = kop__buf_append(&url, server, slen);
-    if (!err)
-        err = kop__buf_appends(&url, path);
-    if (err)
-        goto out;
-    kop__request req = {.method = "GET", .url = kop__buf_str(&url), .safe = true};
-    err = kop__client_do(c, &req, &resp, st);
-    if (err)
-        goto out;
-    json_error_t jerr;
-    *out = json_loadb(resp.body.data ? resp.body.data : "", resp.body.len, 0, &jerr);
-    if (!*out)
-        *out = json_stringn(resp.body.data ? resp.body.data : "", resp.body.len);
-    if (!*out)
-        err = KOP_ENOMEM;
-out:
-    kop__buf_fini(&url);
-    kop__buf_fini(&resp.body);
-    return err;
-}
-
-kop_err kop_get(kop_client *c, const kop_resource *r, const char *ns, const char *name,
-                json_t **out, kop_status *st)
-{
-    return call(c, "GET", r, r->namespaced ? ns : NULL, name, NULL, NULL, 0, NULL, NULL, out, st);
-}
-
-kop_err kop_list(kop_client *c, const kop_resource *r, const char *ns, const kop_list_opts *opts,
-                 json_t **out, kop_status *st)
-{
-    kop_list_opts o = opts ? *opts : (kop_list_opts){0};
-    char limit[32] = "";
-    if (o.limit > 0)
-        snprintf(limit, sizeof limit, "%ld", o.limit);
-    kop__query_param p[] = {
-        {"labelSelector", o.label_selector},
-        {"fieldSelector", o.field_selector},
-        {"limit", limit[0] ? limit : NULL},
-        {"continue", o.continue_token},
-        {"resourceVersion", o.resource_version},
-        {"resourceVersionMatch", o.resource_version_match},
-    };
-    return call(c, "GET", r, r->namespaced ? ns : NULL, NULL, NULL, p, KOP_ARRAY_LEN(p), NULL,
-                NULL, out, st);
-}
-
-kop_err kop_list_each(kop_client *c, const kop_resource *r, const char *ns,
-                      const kop_list_opts *opts, kop_list_page_fn fn, void *user,
-                      char **resource_version_out, kop_status *st)
-{
-    kop_err err = KOP_OK;
-    json_t *page = NULL;
-    char *cont = NULL;
-    kop_list_opts o = opts ? *opts : (kop_list_opts){0};
-    if (o.limit <= 0)
-        o.limit = 500;
-    if (resource_version_out)
-        *resource_version_out = NULL;
-
-    for (;;) {
-        o.continue_token = cont;
-        err = kop_list(c, r, ns, &o, &page, st);
-        if (err)
-            goto out;
-        err = fn(page, user);
-        if (err)
-            goto out;
-        const char *rv = object_field(page, "resourceVersion");
-        const char *next = object_field(page, "continue");
-        if (resource_version_out && rv) {
-            free(*resource_version_out);
-            *resource_version_out = strdup(rv);
-            if (!*resource_version_out) {
-                err = KOP_ENOMEM;
-                goto out;
-            }
-        }
-        free(cont);
-        cont = next && next[0] ? strdup(next) : NULL;
-        json_decref(page);
-        page = NULL;
-        if (!cont)
-            break;
-        /* A continue token pins the snapshot; the version must not be sent. */
-        o.resource_version = NULL;
-        o.resource_version_match = NULL;
-    }
-out:
-    if (err && resource_version_out) {
-        free(*resource_version_out);
-        *resource_version_out = NULL;
-    }
-    json_decref(page);
-    free(cont);
-    return err;
-}
-
-/* target_namespace picks the namespace of a write: ns, else the object's. */
-static const char *target_namespace(const kop_resource *r, const char *ns, const json_t *obj)
-{
-    if (!r->namespaced)
-        return NULL;
-    if (ns && ns[0])
-        return ns;
-    return object_field(obj, "namespace");
-}
-
-kop_err kop_create(kop_client *c, const kop_resource *r, const char *ns, json_t *obj,
-                   const kop_write_opts *opts, json_t **out, kop_status *st)
-{
-    kop__query_param p[3];
-    size_t n = write_params(opts, p);
-    return call(c, "POST", r, target_namespace(r, ns, obj), NULL, NULL, p, n,
-                "application/json", obj, out, st);
-}
-
-kop_err kop_update(kop_client *c, const kop_resource *r, const char *ns, json_t *obj,
-                   const kop_write_opts *opts, json_t **out, kop_status *st)
-{
-    kop__query_param p[3];
-    size_t n = write_params(opts, p);
-    const char *name = object_field(obj, "name");
-    if (!name) {
-        kop_status_setf(st, 0, NULL, "kop_update: the object has no metadata.name");
-        return KOP_EINVAL;
-    }
-    return call(c, "PUT", r, target_namespace(r, ns, obj), name, opts ? opts->subresource : NULL,
-                p, n, "application/json", obj, out, st);
-}
-
-static const char *patch_content_type(kop_patch_type type)
-{
-    switch (type) {
-    case KOP_PATCH_MERGE:
-        return "application/merge-patch+json";
-    case KOP_PATCH_JSON:
-        return "application/json-patch+json";
-    case KOP_PATCH_STRATEGIC:
-        return "application/strategic-merge-patch+json";
-    case KOP_PATCH_APPLY:
-        return "application/apply-patch+yaml"; /* JSON is YAML */
-    }
-    return NULL;
-}
-
-kop_err kop_patch(kop_client *c, const kop_resource *r, const char *ns, const char *name,
-                  kop_patch_type type, json_t *patch, const kop_write_opts *opts, json_t **out,
-                  kop_status *st)
-{
-    kop__query_param p[3];
-    size_t n = write_params(opts, p);
-    const char *ct = patch_content_type(type);
-    if (!ct || !patch) {
-        kop_status_setf(st, 0, NULL, "kop_patch: unknown patch type %d or no patch", (int)type);
-        return KOP_EINVAL;
-    }
-    if (type == KOP_PATCH_APPLY && !(opts && opts->field_manager)) {
-        kop_status_setf(st, 0, NULL, "kop_patch: server-side apply needs a field manager");
-        return KOP_EINVAL;
-    }
-    if (type == KOP_PATCH_JSON ? !json_is_array(patch) : !json_is_object(patch)) {
-        kop_status_setf(st, 0, NULL, "kop_patch: a %s patch must be a JSON %s",
-                        type == KOP_PATCH_JSON ? "JSON" : "merge/apply",
-                        type == KOP_PATCH_JSON ? "array" : "object");
-        return KOP_EINVAL;
-    }
-    return call(c, "PATCH", r, r->namespaced ? ns : NULL, name, opts ? opts->subresource : NULL,
-                p, n, ct, patch, out, st);
-}
-
-/* delete_body builds the DeleteOptions document for opts (a new reference). */
-static json_t *delete_body(const kop_delete_opts *o)
-{
-    static const char *const policies[] = {NULL, "Background", "Foreground", "Orphan"};
-    json_t *body = json_pack("{s:s, s:s}", "kind", "DeleteOptions", "apiVersion", "v1");
-    if (!body)
-        return NULL;
-    int bad = 0;
-    if (o->propagation > KOP_PROPAGATION_DEFAULT && o->propagation <= KOP_PROPAGATION_ORPHAN)
-        bad |= json_object_set_new(body, "propagationPolicy",
-                                   json_string(policies[o->propagation]));
-    if (o->precondition_uid || o->precondition_resource_version) {
-        json_t *pre = json_object();
-        if (o->precondition_uid)
-            bad |= json_object_set_new(pre, "uid", json_string(o->precondition_uid));
-        if (o->precondition_resource_version)
-            bad |= json_object_set_new(pre, "resourceVersion",
-                                       json_string(o->precondition_resource_version));
-        bad |= json_object_set_new(body, "preconditions", pre);
-    }
-    if (o->grace_period_seconds != 0)
-        bad |= json_object_set_new(body, "gracePeriodSeconds",
-                                   json_integer(o->grace_period_seconds < 0
-                                                    ? 0
-                                                    : o->grace_period_seconds));
-    if (o->dry_run)
-        bad |= json_object_set_new(body, "dryRun", json_pack("[s]", "All"));
-    if (bad) {
-        json_decref(body);
-        return NULL;
-    }
-    return body;
-}
-
-kop_err kop_delete(kop_client *c, const kop_resource *r, const char *ns, const char *name,
-                   const kop_delete_opts *opts, json_t **out, kop_status *st)
-{
-    kop_delete_opts o = opts ? *opts : (kop_delete_opts){0};
-    json_t *body = delete_body(&o);
-    if (!body)
-        return KOP_ENOMEM;
-    kop_err err = call(c, "DELETE", r, r->namespaced ? ns : NULL, name, NULL, NULL, 0,
-                       "application/json", body, out, st);
-    json_decref(body);
-    return err;
+    return kop_config_server(c->cfg);
 }

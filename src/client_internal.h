@@ -16,7 +16,7 @@
 
 #include <jansson.h>
 
-#include "buf_internal.h"
+#include "kop/buf.h"
 #include "kop/client.h"
 #include "kop/err.h"
 
@@ -44,7 +44,7 @@
  * decoder holds nothing and fails every call with that error.
  */
 typedef struct kop__watch_decoder {
-    kop__buf pending;  /* unconsumed bytes; capped at max_line + KOP__WATCH_BACKLOG_MAX */
+    kop_buf pending;   /* unconsumed bytes; capped at max_line + KOP__WATCH_BACKLOG_MAX */
     size_t max_line;   /* longest line accepted, not counting its "\n" */
     size_t head;       /* first byte not yet returned by _next */
     size_t line_start; /* start of the incomplete last line */
@@ -114,7 +114,7 @@ typedef struct kop__query_param {
  * always encoded so Go's query parser cannot confuse them).
  * Returns KOP_OK, or out's KOP_ETOOBIG / KOP_ENOMEM (out may hold a prefix).
  */
-KOP_NODISCARD kop_err kop__url_escape(kop__buf *out, const char *s, bool is_query);
+KOP_NODISCARD kop_err kop__url_escape(kop_buf *out, const char *s, bool is_query);
 
 /*
  * kop__url_build resets out and writes the URL of a request into it:
@@ -134,7 +134,7 @@ KOP_NODISCARD kop_err kop__url_escape(kop__buf *out, const char *s, bool is_quer
  * segment); KOP_ETOOBIG when the URL exceeds KOP__URL_MAX or out's cap;
  * KOP_ENOMEM. On failure out is empty. st may be NULL.
  */
-KOP_NODISCARD kop_err kop__url_build(kop__buf *out, const char *server, const kop_resource *r,
+KOP_NODISCARD kop_err kop__url_build(kop_buf *out, const char *server, const kop_resource *r,
                                      const char *ns, const char *name, const char *subresource,
                                      const kop__query_param *params, size_t nparams,
                                      kop_status *st);

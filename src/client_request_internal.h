@@ -12,7 +12,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "buf_internal.h"
+#include "kop/buf.h"
 #include "kop/client.h"
 
 /* kop__request: one HTTP request; all strings borrowed. */
@@ -28,16 +28,19 @@ typedef struct kop__request {
 /* kop__response: caller storage; body is capped at the client's max_body. */
 typedef struct kop__response {
     long code;          /* HTTP status; 0 if no response arrived */
-    kop__buf body;      /* owned: kop__buf_fini */
+    kop_buf body;       /* owned: kop_buf_fini */
     long retry_after_s; /* Retry-After in seconds, 0 if absent */
     kop_err write_err;  /* set when the body overflowed its cap */
 } kop__response;
+
+/* kop__client_server returns the apiserver's URL the client talks to (borrowed). */
+const char *kop__client_server(const kop_client *c);
 
 /*
  * kop__client_do sends req with throttling, re-authentication on 401 and
  * retries (see client.c), initialising resp->body. On a non-2xx answer
  * returns the error decoded from the Status body, with st filled; resp keeps
- * the code and body either way. The caller calls kop__buf_fini(&resp->body).
+ * the code and body either way. The caller calls kop_buf_fini(&resp->body).
  */
 KOP_NODISCARD kop_err kop__client_do(kop_client *c, const kop__request *req, kop__response *resp,
                                      kop_status *st);

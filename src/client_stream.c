@@ -24,6 +24,7 @@
 #include "client_internal.h"
 #include "client_request_internal.h"
 #include "kop/config.h"
+#include "kop/clock.h"
 #include "kop_internal.h"
 
 #define ERROR_BODY_MAX (64 << 10)
@@ -35,9 +36,9 @@ struct kop_watch {
     CURLM *multi;
     struct curl_slist *headers;
     char errbuf[CURL_ERROR_SIZE];
-    kop__buf url;
+    kop_buf url;
     kop__watch_decoder dec;
-    kop__buf error_body; /* body of a non-200 answer */
+    kop_buf error_body;  /* body of a non-200 answer */
     kop_err write_err;   /* set by the write callback to abort */
     long code;           /* HTTP status once headers arrived */
     bool transfer_done;
@@ -53,7 +54,7 @@ static size_t on_data(char *data, size_t size, size_t n, void *user)
     if (w->code == 0)
         curl_easy_getinfo(w->easy, CURLINFO_RESPONSE_CODE, &w->code);
     kop_err err = w->code == 200 ? kop__watch_decoder_feed(&w->dec, data, len)
-                                 : kop__buf_append(&w->error_body, data, len);
+                                 : kop_buf_append(&w->error_body, data, len);
     if (err && w->code != 200)
         return len; /* an error body past its cap is only cut short */
     if (err) {
@@ -103,7 +104,7 @@ static kop_err transfer_error(kop_watch *w, kop_status *st)
 {
     if (w->write_err == KOP_ETOOBIG) {
         kop_status_setf(st, 200, NULL, "watch %s: an event exceeds the %zu-byte cap",
-                        kop__buf_str(&w->url), kop__client_opts(w->client)->max_watch_line);
+                        kop_buf_str(&w->url), kop__client_opts(w->client)->max_watch_line);
         return KOP_ETOOBIG;
     }
     if (w->write_err)
@@ -112,7 +113,7 @@ static kop_err transfer_error(kop_watch *w, kop_status *st)
         return gone_if_expired(
             kop__status_decode((int)w->code, w->error_body.data, w->error_body.len, st));
     if (w->result != CURLE_OK) {
-        kop_status_setf(st, 0, NULL, "watch %s: %s", kop__buf_str(&w->url),
+        kop_status_setf(st, 0, NULL, "watch %s: %s", kop_buf_str(&w->url),
                         w->errbuf[0] ? w->errbuf : curl_easy_strerror(w->result));
         return w->result == CURLE_OPERATION_TIMEDOUT ? KOP_ETIMEOUT : KOP_ECONNECT;
     }
@@ -140,7 +141,7 @@ static kop_err build_url(kop_watch *w, const kop_resource *r, const char *ns,
 /* connect starts the transfer and runs it until the response status is known. */
 static kop_err connect_stream(kop_watch *w, long timeout_seconds, kop_status *st)
 {
-    kop_err err = kop__client_setup(w->client, w->easy, kop__buf_str(&w->url), NULL, &w->headers,
+    kop_err err = kop__client_setup(w->client, w->easy, kop_buf_str(&w->url), NULL, &w->headers,
                                     w->errbuf, st);
     if (err)
         return err;
@@ -153,16 +154,14 @@ static kop_err connect_stream(kop_watch *w, long timeout_seconds, kop_status *st
     if (curl_multi_add_handle(w->multi, w->easy) != CURLM_OK)
         return KOP_ENOMEM;
     long limit_ms = kop__client_opts(w->client)->timeout_ms;
-    struct timespec start, now;
-    clock_gettime(CLOCK_MONOTONIC, &start);
+    int64_t start_ms = kop_mono_ms();
     while (w->code == 0 && !w->transfer_done) {
         if (atomic_load(&w->canceled))
             return KOP_ECANCELED;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long waited_ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+        long waited_ms = (long)(kop_mono_ms() - start_ms);
         if (waited_ms >= limit_ms) {
-            kop_status_setf(st, 0, NULL, "watch %s: no response in %ld ms",
-                            kop__buf_str(&w->url), limit_ms);
+            kop_status_setf(st, 0, NULL, "watch %s: no response in %ld ms", kop_buf_str(&w->url),
+                            limit_ms);
             return KOP_ETIMEOUT;
         }
         err = pump(w);
@@ -193,8 +192,8 @@ kop_err kop_watch_open(kop_client *c, const kop_resource *r, const char *ns,
         return KOP_ENOMEM;
     w->client = c;
     atomic_init(&w->canceled, false);
-    kop__buf_init(&w->url, KOP__URL_MAX);
-    kop__buf_init(&w->error_body, ERROR_BODY_MAX);
+    kop_buf_init(&w->url, KOP__URL_MAX);
+    kop_buf_init(&w->error_body, ERROR_BODY_MAX);
     kop__watch_decoder_init(&w->dec, kop__client_opts(c)->max_watch_line);
     w->easy = curl_easy_init(); /* not pooled: it lives as long as the stream */
     w->multi = curl_multi_init();
@@ -275,7 +274,7 @@ void kop_watch_free(kop_watch *w)
         curl_multi_cleanup(w->multi);
     curl_slist_free_all(w->headers);
     kop__watch_decoder_fini(&w->dec);
-    kop__buf_fini(&w->error_body);
-    kop__buf_fini(&w->url);
+    kop_buf_fini(&w->error_body);
+    kop_buf_fini(&w->url);
     free(w);
 }

@@ -35,7 +35,7 @@ static bool is_unreserved(unsigned char c)
            c == '-' || c == '.' || c == '_' || c == '~';
 }
 
-kop_err kop__url_escape(kop__buf *out, const char *s, bool is_query)
+kop_err kop__url_escape(kop_buf *out, const char *s, bool is_query)
 {
     (void)is_query; /* one rule serves both; see kop__url_escape in the header */
     static const char hex[] = "0123456789ABCDEF";
@@ -46,12 +46,12 @@ kop_err kop__url_escape(kop__buf *out, const char *s, bool is_query)
         if (is_unreserved(c))
             continue;
         char esc[3] = {'%', hex[c >> 4], hex[c & 0xF]};
-        if ((err = kop__buf_append(out, run, (size_t)(p - run))) ||
-            (err = kop__buf_append(out, esc, sizeof esc)))
+        if ((err = kop_buf_append(out, run, (size_t)(p - run))) ||
+            (err = kop_buf_append(out, esc, sizeof esc)))
             return err;
         run = p + 1;
     }
-    return kop__buf_appends(out, run);
+    return kop_buf_appends(out, run);
 }
 
 /*
@@ -128,43 +128,43 @@ static kop_err check_request(const char *server, const kop_resource *r, const ch
 }
 
 /* append_path writes {server}/api[s]/... up to the subresource into u. */
-static kop_err append_path(kop__buf *u, const char *server, const kop_resource *r, const char *ns,
+static kop_err append_path(kop_buf *u, const char *server, const kop_resource *r, const char *ns,
                            const char *name, const char *subresource)
 {
     kop_err err;
     size_t slen = strlen(server);
     while (slen > 0 && server[slen - 1] == '/')
         slen--; /* "https://h/prefix/" + "/api" must not give "//api" */
-    if ((err = kop__buf_append(u, server, slen)))
+    if ((err = kop_buf_append(u, server, slen)))
         return err;
 
     if (r->group && r->group[0]) {
-        if ((err = kop__buf_appends(u, "/apis/")) || (err = kop__url_escape(u, r->group, false)))
+        if ((err = kop_buf_appends(u, "/apis/")) || (err = kop__url_escape(u, r->group, false)))
             return err;
-    } else if ((err = kop__buf_appends(u, "/api"))) {
+    } else if ((err = kop_buf_appends(u, "/api"))) {
         return err;
     }
-    if ((err = kop__buf_appends(u, "/")) || (err = kop__url_escape(u, r->version, false)))
+    if ((err = kop_buf_appends(u, "/")) || (err = kop__url_escape(u, r->version, false)))
         return err;
     if (ns && ns[0]) {
-        if ((err = kop__buf_appends(u, "/namespaces/")) || (err = kop__url_escape(u, ns, false)))
+        if ((err = kop_buf_appends(u, "/namespaces/")) || (err = kop__url_escape(u, ns, false)))
             return err;
     }
-    if ((err = kop__buf_appends(u, "/")) || (err = kop__url_escape(u, r->resource, false)))
+    if ((err = kop_buf_appends(u, "/")) || (err = kop__url_escape(u, r->resource, false)))
         return err;
     if (name) {
-        if ((err = kop__buf_appends(u, "/")) || (err = kop__url_escape(u, name, false)))
+        if ((err = kop_buf_appends(u, "/")) || (err = kop__url_escape(u, name, false)))
             return err;
     }
     if (subresource) {
-        if ((err = kop__buf_appends(u, "/")) || (err = kop__url_escape(u, subresource, false)))
+        if ((err = kop_buf_appends(u, "/")) || (err = kop__url_escape(u, subresource, false)))
             return err;
     }
     return KOP_OK;
 }
 
 /* append_query writes "?k=v&k=v" for the params that have a value. */
-static kop_err append_query(kop__buf *u, const kop__query_param *params, size_t nparams,
+static kop_err append_query(kop_buf *u, const kop__query_param *params, size_t nparams,
                             kop_status *st)
 {
     kop_err err;
@@ -176,23 +176,21 @@ static kop_err append_query(kop__buf *u, const kop__query_param *params, size_t 
         }
         if (!params[i].value)
             continue;
-        if ((err = kop__buf_append(u, &sep, 1)) ||
-            (err = kop__url_escape(u, params[i].key, true)) ||
-            (err = kop__buf_appends(u, "=")) ||
-            (err = kop__url_escape(u, params[i].value, true)))
+        if ((err = kop_buf_append(u, &sep, 1)) || (err = kop__url_escape(u, params[i].key, true)) ||
+            (err = kop_buf_appends(u, "=")) || (err = kop__url_escape(u, params[i].value, true)))
             return err;
         sep = '&';
     }
     return KOP_OK;
 }
 
-kop_err kop__url_build(kop__buf *out, const char *server, const kop_resource *r, const char *ns,
-                       const char *name, const char *subresource,
-                       const kop__query_param *params, size_t nparams, kop_status *st)
+kop_err kop__url_build(kop_buf *out, const char *server, const kop_resource *r, const char *ns,
+                       const char *name, const char *subresource, const kop__query_param *params,
+                       size_t nparams, kop_status *st)
 {
-    kop__buf u;
-    kop__buf_init(&u, KOP__URL_MAX);
-    kop__buf_reset(out);
+    kop_buf u;
+    kop_buf_init(&u, KOP__URL_MAX);
+    kop_buf_reset(out);
 
     kop_err err = check_request(server, r, ns, name, subresource, st);
     if (err)
@@ -201,15 +199,15 @@ kop_err kop__url_build(kop__buf *out, const char *server, const kop_resource *r,
     if (!err)
         err = append_query(&u, params, nparams, st);
     if (!err)
-        err = kop__buf_append(out, u.data, u.len);
+        err = kop_buf_append(out, u.data, u.len);
     if (err == KOP_ETOOBIG)
         kop_status_setf(st, 0, NULL, "request URL for %s longer than %zu bytes", r->resource,
                         (size_t)KOP__URL_MAX < out->max ? (size_t)KOP__URL_MAX : out->max);
     else if (err == KOP_ENOMEM)
         kop_status_setf(st, 0, NULL, "out of memory building a request URL");
 out:
-    kop__buf_fini(&u);
+    kop_buf_fini(&u);
     if (err)
-        kop__buf_reset(out);
+        kop_buf_reset(out);
     return err;
 }

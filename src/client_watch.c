@@ -76,7 +76,7 @@ void kop__watch_decoder_init(kop__watch_decoder *d, size_t max_line)
     /* Keep max_line + KOP__WATCH_BACKLOG_MAX (+ the NUL) far from overflow. */
     if (max_line > SIZE_MAX / 4)
         max_line = SIZE_MAX / 4;
-    kop__buf_init(&d->pending, max_line + KOP__WATCH_BACKLOG_MAX);
+    kop_buf_init(&d->pending, max_line + KOP__WATCH_BACKLOG_MAX);
     d->max_line = max_line;
     d->head = 0;
     d->line_start = 0;
@@ -88,7 +88,7 @@ void kop__watch_decoder_fini(kop__watch_decoder *d)
 {
     if (!d)
         return;
-    kop__buf_fini(&d->pending);
+    kop_buf_fini(&d->pending);
     d->head = d->line_start = 0;
 }
 
@@ -96,7 +96,7 @@ void kop__watch_decoder_fini(kop__watch_decoder *d)
 static kop_err poison(kop__watch_decoder *d, kop_err err)
 {
     d->poison = err;
-    kop__buf_fini(&d->pending);
+    kop_buf_fini(&d->pending);
     d->head = d->line_start = 0;
     return err;
 }
@@ -107,7 +107,7 @@ static void compact(kop__watch_decoder *d)
     if (d->head == 0)
         return;
     KOP_ASSERT(d->head <= d->line_start && d->line_start <= d->pending.len);
-    kop__buf_consume(&d->pending, d->head);
+    kop_buf_consume(&d->pending, d->head);
     d->line_start -= d->head;
     d->head = 0;
 }
@@ -143,7 +143,7 @@ kop_err kop__watch_decoder_feed(kop__watch_decoder *d, const char *data, size_t 
         return poison(d, KOP_ETOOBIG);
 
     size_t old_len = d->pending.len;
-    kop_err err = kop__buf_append(&d->pending, data, len);
+    kop_err err = kop_buf_append(&d->pending, data, len);
     if (err) { /* bytes were lost: later lines would be spliced wrongly */
         d->backlog_full = err == KOP_ETOOBIG; /* the line itself fits: see above */
         return poison(d, err);
@@ -243,7 +243,7 @@ kop_err kop__watch_decoder_next(kop__watch_decoder *d, kop_watch_event *ev, bool
 
     /* Everything was taken: forget it without moving a byte. */
     if (d->head == d->pending.len && d->head > 0) {
-        kop__buf_reset(&d->pending);
+        kop_buf_reset(&d->pending);
         d->head = d->line_start = 0;
     }
     return KOP_OK;

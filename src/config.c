@@ -36,8 +36,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf_internal.h"
+#include "kop/buf.h"
 #include "config_internal.h"
+#include "kop/clock.h"
 #include "kop_internal.h"
 
 /* The module's error reporter (config_internal.h), by a short name. */
@@ -62,26 +63,19 @@ kop_err kop__config_fail(kop_status *st, kop_err err, const char *fmt, ...)
     return err;
 }
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /*
  * read_file reads all of path into b (reset first), failing with KOP_ETOOBIG
  * past max bytes and KOP_EIO otherwise, *eno holding errno. Any file type
  * is accepted (a kubeconfig may come from a pipe, <(...)).
  */
-static kop_err read_file(const char *path, size_t max, kop__buf *b, int *eno)
+static kop_err read_file(const char *path, size_t max, kop_buf *b, int *eno)
 {
     kop_err err = KOP_OK;
     char chunk[8192];
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     *eno = 0;
-    kop__buf_fini(b);
-    kop__buf_init(b, max);
+    kop_buf_fini(b);
+    kop_buf_init(b, max);
     if (fd < 0) {
         *eno = errno;
         return KOP_EIO;
@@ -97,12 +91,12 @@ static kop_err read_file(const char *path, size_t max, kop__buf *b, int *eno)
         }
         if (n == 0)
             break;
-        err = kop__buf_append(b, chunk, (size_t)n);
+        err = kop_buf_append(b, chunk, (size_t)n);
         if (err)
             goto out;
     }
     if (!b->data)
-        err = kop__buf_append(b, "", 0); /* an empty file is "", never NULL */
+        err = kop_buf_append(b, "", 0); /* an empty file is "", never NULL */
 out:
     close(fd);
     return err;
@@ -150,9 +144,9 @@ static bool token_ok(const char *s, size_t len)
 static kop_err load_file(kop__kc_set *set, const char *path, bool missing_ok, bool *found,
                          kop_status *st)
 {
-    kop__buf b;
+    kop_buf b;
     int eno = 0;
-    kop__buf_init(&b, KOP__KUBECONFIG_MAX);
+    kop_buf_init(&b, KOP__KUBECONFIG_MAX);
     kop_err err = read_file(path, KOP__KUBECONFIG_MAX, &b, &eno);
     if (found)
         *found = !(err == KOP_EIO && eno == ENOENT);
@@ -169,7 +163,7 @@ static kop_err load_file(kop__kc_set *set, const char *path, bool missing_ok, bo
     }
     err = kop__kc_parse(set, b.data, b.len, path, st);
 out:
-    kop__buf_fini(&b);
+    kop_buf_fini(&b);
     return err;
 }
 
@@ -308,11 +302,11 @@ static kop_err wfile_set(kop_config *cfg, struct wfile *f, char **path, const ch
 static kop_err wfile_refresh(kop_config *cfg, struct wfile *f, bool force, kop_status *st)
 {
     struct stat sb;
-    kop__buf b;
+    kop_buf b;
     int eno = 0;
     kop_err err = KOP_OK;
-    int64_t now = mono_ns();
-    kop__buf_init(&b, f->max);
+    int64_t now = kop_mono_ns();
+    kop_buf_init(&b, f->max);
     if (f->data && !force && now - f->checked_ns < RECHECK_NS)
         return KOP_OK;
     if (stat(f->path, &sb) != 0) {
@@ -334,14 +328,14 @@ static kop_err wfile_refresh(kop_config *cfg, struct wfile *f, bool force, kop_s
         }
     }
     free(f->data);
-    f->data = kop__buf_take(&b, &f->len);
+    f->data = kop_buf_take(&b, &f->len);
     f->dev = sb.st_dev;
     f->ino = sb.st_ino;
     f->size = sb.st_size;
     f->mtime = sb.st_mtim;
     return f->data ? KOP_OK : KOP_ENOMEM;
 bad:
-    kop__buf_fini(&b);
+    kop_buf_fini(&b);
     if (f->data) {
         f->checked_ns = now;
         return KOP_OK;
@@ -398,16 +392,16 @@ static kop_err use_cluster(kop_config *cfg, kop__kc_cluster *c, kop_status *st)
         cfg->ca_len = c->ca_len;
         c->ca_data = NULL;
     } else if (c->ca_file && !cfg->parse_only) {
-        kop__buf b;
+        kop_buf b;
         int eno = 0;
-        kop__buf_init(&b, KOP__PEM_MAX);
+        kop_buf_init(&b, KOP__PEM_MAX);
         err = read_file(c->ca_file, KOP__PEM_MAX, &b, &eno);
         if (err) {
-            kop__buf_fini(&b);
+            kop_buf_fini(&b);
             snprintf(w + strlen(w), sizeof w - strlen(w), ".certificate-authority");
             return file_fail(st, err, eno, w, c->ca_file, KOP__PEM_MAX);
         }
-        cfg->ca = kop__buf_take(&b, &cfg->ca_len);
+        cfg->ca = kop_buf_take(&b, &cfg->ca_len);
         if (!cfg->ca)
             return KOP_ENOMEM;
     }
@@ -663,9 +657,9 @@ static char *in_cluster_ns(const char *dir)
 {
     const char *env = getenv("POD_NAMESPACE");
     char *path = NULL, *ns = NULL;
-    kop__buf b;
+    kop_buf b;
     int eno = 0;
-    kop__buf_init(&b, 256);
+    kop_buf_init(&b, 256);
     if (env && env[0])
         return strdup(env);
     if ((path = in_cluster_path(dir, "namespace")) && !read_file(path, 256, &b, &eno) &&
@@ -673,7 +667,7 @@ static char *in_cluster_ns(const char *dir)
         ns = strdup(b.data);
     else
         ns = strdup("default");
-    kop__buf_fini(&b);
+    kop_buf_fini(&b);
     free(path);
     return ns;
 }
@@ -686,10 +680,10 @@ kop_err kop_config_in_cluster(const kop_config_opts *opts, kop_config **out, kop
         opts && opts->service_account_dir ? opts->service_account_dir : DEFAULT_SA_DIR;
     kop_config *cfg = NULL;
     char *ca_path = NULL, *token_path = NULL;
-    kop__buf b;
+    kop_buf b;
     int eno = 0;
     kop_err err = KOP_OK;
-    kop__buf_init(&b, KOP__PEM_MAX);
+    kop_buf_init(&b, KOP__PEM_MAX);
     kop_status_clear(st);
     if (!out)
         return fail(st, KOP_EINVAL, "kop_config_in_cluster: out is NULL");
@@ -728,7 +722,7 @@ kop_err kop_config_in_cluster(const kop_config_opts *opts, kop_config **out, kop
         err = file_fail(st, err, eno, "in-cluster CA", ca_path, KOP__PEM_MAX);
         goto out;
     }
-    if (!(cfg->ca = kop__buf_take(&b, &cfg->ca_len))) {
+    if (!(cfg->ca = kop_buf_take(&b, &cfg->ca_len))) {
         err = KOP_ENOMEM;
         goto out;
     }
@@ -736,7 +730,7 @@ kop_err kop_config_in_cluster(const kop_config_opts *opts, kop_config **out, kop
 out:
     free(ca_path);
     free(token_path);
-    kop__buf_fini(&b);
+    kop_buf_fini(&b);
     if (err) {
         kop_config_free(cfg);
         cfg = NULL;

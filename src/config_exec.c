@@ -35,8 +35,9 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
-#include "buf_internal.h"
+#include "kop/buf.h"
 #include "config_internal.h"
+#include "kop/clock.h"
 #include "kop_internal.h"
 
 /* The module's error reporter (config_internal.h), by a short name. */
@@ -162,18 +163,11 @@ nomem:
 
 /* ---- running it ----------------------------------------------------------- */
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A running plugin and what it has said so far. */
 struct child {
     pid_t pid;
     int out_fd, err_fd; /* read ends; -1 once at EOF */
-    kop__buf out, err;
+    kop_buf out, err;
     bool err_truncated;
 };
 
@@ -257,11 +251,11 @@ static kop_err drain(struct child *ch, int *fd, bool is_out)
         return KOP_OK;
     }
     if (is_out)
-        return kop__buf_append(&ch->out, chunk, (size_t)n);
+        return kop_buf_append(&ch->out, chunk, (size_t)n);
     size_t room = ch->err.max - ch->err.len;
     if ((size_t)n > room)
         ch->err_truncated = true;
-    return kop__buf_append(&ch->err, chunk, (size_t)n < room ? (size_t)n : room);
+    return kop_buf_append(&ch->err, chunk, (size_t)n < room ? (size_t)n : room);
 }
 
 /*
@@ -275,7 +269,7 @@ static kop_err collect(struct child *ch, int64_t deadline, int *status)
     while (ch->out_fd >= 0 || ch->err_fd >= 0) {
         struct pollfd pf[2] = {{.fd = ch->out_fd, .events = POLLIN},
                                {.fd = ch->err_fd, .events = POLLIN}};
-        int64_t left = deadline - mono_ms();
+        int64_t left = deadline - kop_mono_ms();
         if (left <= 0)
             return KOP_ETIMEOUT;
         int n = poll(pf, 2, (int)(left > INT32_MAX ? INT32_MAX : left));
@@ -300,7 +294,7 @@ static kop_err collect(struct child *ch, int64_t deadline, int *status)
         }
         if (r < 0 && errno != EINTR)
             return KOP_EIO;
-        if (mono_ms() >= deadline)
+        if (kop_mono_ms() >= deadline)
             return KOP_ETIMEOUT;
         struct timespec ts = {0, 5 * 1000 * 1000};
         nanosleep(&ts, NULL);
@@ -336,13 +330,13 @@ kop_err kop__exec_run(const kop__exec_spec *spec, const kop__exec_cluster *clust
     int status = 0, rc;
     kop_err err = KOP_OK;
     memset(out, 0, sizeof *out);
-    kop__buf_init(&ch.out, KOP__EXEC_STDOUT_MAX);
-    kop__buf_init(&ch.err, KOP__EXEC_STDERR_MAX);
+    kop_buf_init(&ch.out, KOP__EXEC_STDOUT_MAX);
+    kop_buf_init(&ch.err, KOP__EXEC_STDERR_MAX);
     if (!(info = exec_info(spec, cluster)) || !(envp = build_env(spec, info))) {
         err = KOP_ENOMEM;
         goto out;
     }
-    int64_t deadline = mono_ms() + timeout_ms;
+    int64_t deadline = kop_mono_ms() + timeout_ms;
     if ((rc = spawn(spec, envp, &ch)) != 0) {
         err = fail(st, KOP_ECREDENTIALS, "%s.exec: cannot run %s: %s%s%s", where, spec->command,
                    strerror(rc), rc == ENOENT && spec->install_hint ? "; " : "",
@@ -375,8 +369,8 @@ kop_err kop__exec_run(const kop__exec_spec *spec, const kop__exec_cluster *clust
                    spec->command, WEXITSTATUS(status), msg[0] ? ": " : "", msg);
         goto out;
     }
-    err = kop__exec_parse_output(kop__buf_str(&ch.out), ch.out.len, spec->api_version, where, out,
-                                 st);
+    err =
+        kop__exec_parse_output(kop_buf_str(&ch.out), ch.out.len, spec->api_version, where, out, st);
 out:
     if (ch.pid > 0)
         kill_child(&ch);
@@ -384,8 +378,8 @@ out:
         close(ch.out_fd);
     if (ch.err_fd >= 0)
         close(ch.err_fd);
-    kop__buf_fini(&ch.out);
-    kop__buf_fini(&ch.err);
+    kop_buf_fini(&ch.out);
+    kop_buf_fini(&ch.err);
     free_strv(envp);
     free(info);
     return err;

@@ -12,6 +12,11 @@
  * reconcile it, then forget it (done), requeue it with backoff (requeue or
  * error) or hold it back (requeue-after), and count what happened under
  * controller-runtime's metric names.
+ *
+ * A controller is one of the manager's runnables (kop_manager_add_runnable):
+ * the manager starts its workers, stops and joins them, and frees it,
+ * knowing it only through those calls; the controller asks the manager for
+ * its client, caches and metrics registry, never the other way round.
  */
 #define _GNU_SOURCE /* pthread_timedjoin_np */
 #include <pthread.h>
@@ -20,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kop/controller.h"
 #include "kop/meta.h"
 #include "kop/workqueue.h"
 #include "kop_internal.h"
@@ -34,8 +40,19 @@ struct watch_spec {
     void *user;
 };
 
+/* controller-runtime's reconcile families, labelled by controller; every
+ * controller of a manager finds the same ones in its registry. */
+struct reconcile_metrics {
+    kop_metric *total;       /* controller_runtime_reconcile_total{controller,result} */
+    kop_metric *errors;      /* controller_runtime_reconcile_errors_total{controller} */
+    kop_metric *time;        /* controller_runtime_reconcile_time_seconds{controller} */
+    kop_metric *workers;     /* controller_runtime_active_workers{controller} */
+    kop_metric *max_workers; /* controller_runtime_max_concurrent_reconciles{controller} */
+};
+
 struct kop_controller {
     kop_manager *mgr;
+    struct reconcile_metrics rm;
     kop_controller_opts opts;
     char *name, *ns;
     kop_informer *primary;
@@ -166,6 +183,39 @@ static void watched_update(const json_t *old_obj, const json_t *new_obj, void *u
 
 /* ---- construction ------------------------------------------------------- */
 
+/* register_metrics finds (or, for the first controller, registers) the
+ * reconcile families in the manager's registry. */
+static kop_err register_metrics(kop_metrics *m, struct reconcile_metrics *rm)
+{
+    static const char *const ctl[] = {"controller", NULL};
+    static const char *const ctl_result[] = {"controller", "result", NULL};
+    kop_err err = kop_metrics_counter(m, "controller_runtime_reconcile_total",
+                                      "Total number of reconciliations per controller", ctl_result,
+                                      &rm->total);
+    if (!err)
+        err = kop_metrics_counter(m, "controller_runtime_reconcile_errors_total",
+                                  "Total number of reconciliation errors per controller", ctl,
+                                  &rm->errors);
+    if (!err)
+        err = kop_metrics_histogram(m, "controller_runtime_reconcile_time_seconds",
+                                    "Length of time per reconciliation per controller", ctl, NULL,
+                                    0, &rm->time);
+    if (!err)
+        err =
+            kop_metrics_gauge(m, "controller_runtime_active_workers",
+                              "Number of currently used workers per controller", ctl, &rm->workers);
+    if (!err)
+        err = kop_metrics_gauge(m, "controller_runtime_max_concurrent_reconciles",
+                                "Maximum number of concurrent reconciles per controller", ctl,
+                                &rm->max_workers);
+    return err;
+}
+
+static kop_err controller_start(void *user);
+static void controller_stop(void *user);
+static bool controller_join(void *user, const struct timespec *deadline);
+static void controller_free(void *user);
+
 kop_err kop_controller_new(kop_manager *m, const kop_controller_opts *opts, kop_controller **out)
 {
     kop_err err = KOP_OK;
@@ -198,21 +248,29 @@ kop_err kop_controller_new(kop_manager *m, const kop_controller_opts *opts, kop_
         err = kop_manager_informer(m, &c->opts.for_resource, c->ns, NULL, &c->primary);
     if (err)
         goto out;
+    if (!err)
+        err = register_metrics(kop_manager_metrics(m), &c->rm);
+    if (err)
+        goto out;
     kop_informer_handler h = {primary_add, primary_update, primary_add, c};
     err = kop_informer_add_handler(c->primary, &h);
     if (!err)
-        err = kop__manager_add_controller(m, c);
+        err = kop_manager_add_runnable(m, &(kop_runnable){.name = c->name,
+                                                          .start = controller_start,
+                                                          .stop = controller_stop,
+                                                          .join = controller_join,
+                                                          .free = controller_free,
+                                                          .user = c});
     if (err)
         goto out;
-    const kop__reconcile_metrics *rm = kop__manager_reconcile_metrics(m);
     const char *labels[] = {c->name, NULL};
-    kop_metric_set(rm->max_workers, labels, c->opts.max_concurrent);
-    kop_metric_set(rm->workers, labels, 0);
-    kop_metric_touch(rm->errors, labels);
+    kop_metric_set(c->rm.max_workers, labels, c->opts.max_concurrent);
+    kop_metric_set(c->rm.workers, labels, 0);
+    kop_metric_touch(c->rm.errors, labels);
     *out = c;
     c = NULL;
 out:
-    kop__controller_free(c);
+    controller_free(c);
     return err;
 }
 
@@ -260,7 +318,7 @@ const char *kop_controller_name(const kop_controller *c)
 
 static double now_s(void)
 {
-    return (double)kop__mono_ns() / 1e9;
+    return (double)kop_mono_ns() / 1e9;
 }
 
 static const char *result_label(kop_result_kind k)
@@ -296,7 +354,7 @@ static void reconcile_key(kop_controller *c, const char *key)
         .controller = c,
         .manager = c->mgr,
     };
-    const kop__reconcile_metrics *rm = kop__manager_reconcile_metrics(c->mgr);
+    const struct reconcile_metrics *rm = &c->rm;
     const char *ctl[] = {c->name, NULL};
 
     kop_metric_add(rm->workers, ctl, 1);
@@ -342,8 +400,11 @@ static void *worker(void *arg)
     return NULL;
 }
 
-kop_err kop__controller_start(kop_controller *c)
+/* ---- the runnable: the manager drives these ----------------------------- */
+
+static kop_err controller_start(void *user)
 {
+    kop_controller *c = user;
     for (int i = 0; i < c->opts.max_concurrent; i++) {
         if (pthread_create(&c->workers[i], NULL, worker, c) != 0)
             return KOP_ENOMEM;
@@ -354,13 +415,15 @@ kop_err kop__controller_start(kop_controller *c)
     return KOP_OK;
 }
 
-void kop__controller_shutdown(kop_controller *c)
+static void controller_stop(void *user)
 {
+    kop_controller *c = user;
     kop_workqueue_shutdown(c->queue);
 }
 
-bool kop__controller_join(kop_controller *c, const struct timespec *deadline)
+static bool controller_join(void *user, const struct timespec *deadline)
 {
+    kop_controller *c = user;
     int joined = 0;
     for (int i = 0; i < c->nworkers; i++) {
         if (deadline ? pthread_timedjoin_np(c->workers[i], NULL, deadline) != 0
@@ -374,8 +437,9 @@ bool kop__controller_join(kop_controller *c, const struct timespec *deadline)
     return c->nworkers == 0;
 }
 
-void kop__controller_free(kop_controller *c)
+static void controller_free(void *user)
 {
+    kop_controller *c = user;
     if (!c)
         return;
     kop_workqueue_free(c->queue);
@@ -383,22 +447,4 @@ void kop__controller_free(kop_controller *c)
     free(c->name);
     free(c->ns);
     free(c);
-}
-
-/* ---- status ------------------------------------------------------------- */
-
-kop_err kop_patch_status(kop_client *c, const kop_resource *r, const json_t *obj, json_t *status,
-                         json_t **out, kop_status *st)
-{
-    const char *ns = json_string_value(meta_field(obj, "namespace"));
-    const char *name = json_string_value(meta_field(obj, "name"));
-    if (!name || !status)
-        return KOP_EINVAL;
-    json_t *patch = json_pack("{s:O}", "status", status);
-    if (!patch)
-        return KOP_ENOMEM;
-    kop_write_opts wo = {.subresource = "status"};
-    kop_err err = kop_patch(c, r, ns, name, KOP_PATCH_MERGE, patch, &wo, out, st);
-    json_decref(patch);
-    return err;
 }

@@ -37,6 +37,7 @@
 #include "kop/events.h"
 #include "kop/log.h"
 #include "kop/meta.h"
+#include "kop/clock.h"
 #include "kop_internal.h"
 
 #define WINDOW_SECONDS      600 /* dedup and aggregation window: 10 minutes */
@@ -80,14 +81,6 @@ static void rfc3339(char out[32], time_t t)
 static struct timespec mono_after(long ms)
 {
     return kop__time_after(CLOCK_MONOTONIC, ms);
-}
-
-static bool mono_passed(const struct timespec *deadline)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return now.tv_sec > deadline->tv_sec ||
-           (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec);
 }
 
 /* ---- digests ------------------------------------------------------------ */
@@ -280,7 +273,7 @@ struct kop_recorder {
     size_t queued;
     uint64_t accepted, done;
     bool stopping;
-    struct timespec drain_deadline;
+    int64_t drain_deadline_ms; /* kop_mono_ms() past which queued events are dropped */
     kop_recorder_stats stats;
     pthread_t thread;
     bool thread_started;
@@ -380,9 +373,9 @@ static void send_event(kop_recorder *rec, const struct pending *p, const struct 
         rfc3339(last, d->last);
         body = json_pack("{s:I, s:s, s:s}", "count", (json_int_t)d->count, "lastTimestamp", last,
                          "message", message);
-        err = body ? kop_patch(rec->client, &EVENTS, d->ns, d->name, KOP_PATCH_MERGE, body, NULL,
-                               NULL, &st)
-                   : KOP_ENOMEM;
+        kop_patch_req req = {
+            .target = {&EVENTS, d->ns, d->name}, .type = KOP_PATCH_MERGE, .patch = body};
+        err = body ? kop_patch_object(rec->client, &req, NULL, &st) : KOP_ENOMEM;
         json_decref(body);
         body = NULL;
         if (err == KOP_OK) {
@@ -528,7 +521,7 @@ static void *sender_main(void *arg)
         if (!rec->head)
             rec->tail = NULL;
         rec->queued--;
-        bool drop = rec->stopping && mono_passed(&rec->drain_deadline);
+        bool drop = rec->stopping && kop_mono_ms() >= rec->drain_deadline_ms;
         pthread_mutex_unlock(&rec->lock);
         if (!drop)
             process(rec, p);
@@ -598,7 +591,7 @@ void kop_recorder_free(kop_recorder *rec)
     if (rec->thread_started) {
         pthread_mutex_lock(&rec->lock);
         rec->stopping = true;
-        rec->drain_deadline = mono_after(KOP_RECORDER_DRAIN_MS);
+        rec->drain_deadline_ms = kop_mono_ms() + KOP_RECORDER_DRAIN_MS;
         pthread_cond_signal(&rec->wake);
         pthread_mutex_unlock(&rec->lock);
         pthread_join(rec->thread, NULL);

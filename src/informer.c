@@ -438,6 +438,7 @@ static void forget(kop_informer *inf, const char *key, json_t **last_out)
         if (last_out)
             *last_out = parse_entry(e);
     }
+    kop__map_shrink(&inf->store); /* after a mass deletion the table follows */
     pthread_rwlock_unlock(&inf->lock);
     free_entry(e);
 }
@@ -535,30 +536,58 @@ static kop_err apply_page(json_t *page, void *user)
     return KOP_OK;
 }
 
-/* sweep deletes every entry a relist of generation gen did not see. */
+/*
+ * sweep deletes every entry a relist of generation gen did not see: the
+ * keys are collected in one pass under the read lock, then forgotten one by
+ * one (each delete is handed to the handlers without the lock held). Only
+ * the informer's thread stamps entries, so none gets a newer stamp while
+ * the sweep runs, and none is left behind with an older one.
+ */
 static void sweep(kop_informer *inf, unsigned gen)
 {
-    for (;;) {
-        char key[512] = "";
-        pthread_rwlock_rdlock(&inf->lock);
-        size_t pos = 0;
-        const char *k;
-        void *v;
-        while (kop__map_next(&inf->store, &pos, &k, &v)) {
-            if (((struct entry *)v)->gen != gen) {
-                snprintf(key, sizeof key, "%s", k);
+    char **stale = NULL;
+    size_t n = 0, cap = 0;
+    bool complete = true; /* every stale key collected */
+    pthread_rwlock_rdlock(&inf->lock);
+    size_t pos = 0;
+    const char *k;
+    void *v;
+    while (kop__map_next(&inf->store, &pos, &k, &v)) {
+        if (((struct entry *)v)->gen == gen)
+            continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            char **grown = realloc(stale, ncap * sizeof *stale);
+            if (!grown) {
+                complete = false; /* out of memory: the next relist sweeps the rest */
                 break;
             }
+            stale = grown;
+            cap = ncap;
         }
-        pthread_rwlock_unlock(&inf->lock);
-        if (!key[0])
-            return;
+        if (!(stale[n] = strdup(k))) {
+            complete = false;
+            break;
+        }
+        n++;
+    }
+    pthread_rwlock_unlock(&inf->lock);
+    for (size_t i = 0; i < n; i++) {
         json_t *last = NULL;
-        forget(inf, key, &last);
+        forget(inf, stale[i], &last);
         if (last)
             notify_delete(inf, last);
         json_decref(last);
+        free(stale[i]);
     }
+    free(stale);
+    (void)complete;
+#ifdef KOP_DEBUG
+    pthread_rwlock_rdlock(&inf->lock);
+    for (pos = 0; kop__map_next(&inf->store, &pos, &k, &v);)
+        KOP_ASSERT(((struct entry *)v)->gen == gen || !complete); /* stamp-and-sweep held */
+    pthread_rwlock_unlock(&inf->lock);
+#endif
 }
 
 static kop_err relist(kop_informer *inf, kop_status *st)
@@ -716,17 +745,17 @@ static void *run(void *arg)
             err = relist(inf, &st);
             listed = err == KOP_OK;
         }
-        int64_t began = kop__mono_ns();
+        int64_t began = kop_mono_ns();
         if (err == KOP_OK)
             err = watch_once(inf, &progressed, &st);
-        bool lasted = kop__mono_ns() - began >= (int64_t)HEALTHY_WATCH_MS * 1000000;
+        bool lasted = kop_mono_ns() - began >= (int64_t)HEALTHY_WATCH_MS * 1000000;
         if (progressed || lasted)
             backoff = BACKOFF_START_MS;
         if (err == KOP_ECANCELED)
             break;
         /* The server ended the watch (its timeout): resume at once. A stream
          * that ended empty as soon as it began is a server in trouble. */
-        if (err == KOP_EEOF && (progressed || kop__mono_ns() - began >= SHORT_WATCH_NS))
+        if (err == KOP_EEOF && (progressed || kop_mono_ns() - began >= SHORT_WATCH_NS))
             continue;
         if (err == KOP_EGONE || err == KOP_EEXPIRED) {
             count_error(inf, true);
@@ -814,6 +843,11 @@ const kop_resource *kop_informer_resource(const kop_informer *inf)
 /* ---- reads -------------------------------------------------------------- */
 
 kop_err kop_informer_get(kop_informer *inf, const char *ns, const char *name, json_t **out)
+{
+    return kop_informer_dup(inf, ns, name, out);
+}
+
+kop_err kop_informer_dup(kop_informer *inf, const char *ns, const char *name, json_t **out)
 {
     char key[512];
     *out = NULL;

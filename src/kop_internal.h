@@ -13,20 +13,9 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "kop/clock.h"
+#include "kop/common.h"
 #include "kop/err.h"
-
-#ifdef KOP_DEBUG
-#define KOP_ASSERT(cond)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: %s: assertion failed: %s\n", __FILE__, __LINE__, __func__,    \
-                    #cond);                                                                        \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
-#else
-#define KOP_ASSERT(cond) ((void)0)
-#endif
 
 #define KOP_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -42,8 +31,5 @@ uint64_t kop__random(void);
  * pthread_timedjoin_np) ms milliseconds from now: a deadline.
  */
 struct timespec kop__time_after(clockid_t clock, long ms);
-
-/* kop__mono_ns returns CLOCK_MONOTONIC in nanoseconds, for measuring durations. */
-int64_t kop__mono_ns(void);
 
 #endif /* KOP_INTERNAL_H */

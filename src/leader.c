@@ -84,7 +84,7 @@ struct kop_leader {
 
 static int64_t now_ns(void)
 {
-    return kop__mono_ns();
+    return kop_mono_ns();
 }
 
 /* micro_time writes the wall-clock time as a metav1.MicroTime: 2006-01-02T15:04:05.000000Z. */

@@ -25,13 +25,13 @@
 
 #include <microhttpd.h>
 
+#include "kop/http.h"
 #include "kop/leader.h"
 #include "kop/log.h"
 #include "kop_internal.h"
 #include "manager_internal.h"
 
-#define MAX_INFORMERS   32
-#define MAX_CONTROLLERS 16
+#define MAX_INFORMERS 32
 
 struct shared_informer {
     const kop_resource *resource;
@@ -47,13 +47,12 @@ struct kop_manager {
     kop_config *cfg;
     kop_client *client;
     kop_metrics *metrics;
-    kop__reconcile_metrics rm;
     kop_metric *rest_requests, *leader_status;
 
     struct shared_informer informers[MAX_INFORMERS];
     int ninformers;
-    kop_controller *controllers[MAX_CONTROLLERS];
-    int ncontrollers;
+    kop_runnable runnables[KOP_MANAGER_MAX_RUNNABLES];
+    int nrunnables;
 
     kop_leader *leader;
     struct MHD_Daemon *http;
@@ -146,34 +145,13 @@ static void count_response(const char *method, int code, void *user)
 
 static kop_err register_metrics(kop_manager *m)
 {
-    static const char *const ctl[] = {"controller", NULL};
-    static const char *const ctl_result[] = {"controller", "result", NULL};
     static const char *const rest[] = {"code", "host", "method", NULL};
     static const char *const le[] = {"name", NULL};
-    kop_err err = kop_metrics_counter(m->metrics, "controller_runtime_reconcile_total",
-                                      "Total number of reconciliations per controller",
-                                      ctl_result, &m->rm.total);
-    if (!err)
-        err = kop_metrics_counter(m->metrics, "controller_runtime_reconcile_errors_total",
-                                  "Total number of reconciliation errors per controller", ctl,
-                                  &m->rm.errors);
-    if (!err)
-        err = kop_metrics_histogram(m->metrics, "controller_runtime_reconcile_time_seconds",
-                                    "Length of time per reconciliation per controller", ctl,
-                                    NULL, 0, &m->rm.time);
-    if (!err)
-        err = kop_metrics_gauge(m->metrics, "controller_runtime_active_workers",
-                                "Number of currently used workers per controller", ctl,
-                                &m->rm.workers);
-    if (!err)
-        err = kop_metrics_gauge(m->metrics, "controller_runtime_max_concurrent_reconciles",
-                                "Maximum number of concurrent reconciles per controller", ctl,
-                                &m->rm.max_workers);
-    if (!err)
-        err = kop_metrics_counter(m->metrics, "rest_client_requests_total",
-                                  "Number of HTTP requests, partitioned by status code, method, "
-                                  "and host",
-                                  rest, &m->rest_requests);
+    kop_err err =
+        kop_metrics_counter(m->metrics, "rest_client_requests_total",
+                            "Number of HTTP requests, partitioned by status code, method, "
+                            "and host",
+                            rest, &m->rest_requests);
     if (!err)
         err = kop_metrics_gauge(m->metrics, "leader_election_master_status",
                                 "Gauge of if the reporting system is master of the relevant lease, "
@@ -252,10 +230,11 @@ void kop_manager_free(kop_manager *m)
     kop_manager_stop(m);
     if (m->abandoned)
         return; /* threads still use everything: the process is exiting */
-    for (int i = 0; i < m->ncontrollers; i++) {
-        kop__controller_shutdown(m->controllers[i]);
-        kop__controller_join(m->controllers[i], NULL);
-        kop__controller_free(m->controllers[i]);
+    for (int i = 0; i < m->nrunnables; i++) {
+        kop_runnable *r = &m->runnables[i];
+        r->stop(r->user);
+        r->join(r->user, NULL);
+        r->free(r->user);
     }
     for (int i = 0; i < m->ninformers; i++) {
         kop_informer_free(m->informers[i].inf);
@@ -301,18 +280,13 @@ int kop_manager_bound_port(kop_manager *m)
     return m->port;
 }
 
-const kop__reconcile_metrics *kop__manager_reconcile_metrics(kop_manager *m)
+kop_err kop_manager_add_runnable(kop_manager *m, const kop_runnable *r)
 {
-    return &m->rm;
-}
-
-kop_err kop__manager_add_controller(kop_manager *m, kop_controller *c)
-{
-    if (m->running)
+    if (!m || !r || !r->start || !r->stop || !r->join || !r->free || m->running)
         return KOP_EINVAL;
-    if (m->ncontrollers >= MAX_CONTROLLERS)
+    if (m->nrunnables >= KOP_MANAGER_MAX_RUNNABLES)
         return KOP_ETOOBIG;
-    m->controllers[m->ncontrollers++] = c;
+    m->runnables[m->nrunnables++] = *r;
     return KOP_OK;
 }
 
@@ -452,44 +426,22 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
     return respond(conn, 404, "text/plain", "not found\n", 10, MHD_RESPMEM_PERSISTENT);
 }
 
-/* parse_bind reads "host:port" (host an IPv4 address, "" or "localhost"). */
-static kop_err parse_bind(const char *bind, struct sockaddr_in *sa, kop_status *st)
-{
-    const char *colon = strrchr(bind, ':');
-    char host[64];
-    memset(sa, 0, sizeof *sa);
-    sa->sin_family = AF_INET;
-    if (!colon || (size_t)(colon - bind) >= sizeof host)
-        goto bad;
-    snprintf(host, sizeof host, "%.*s", (int)(colon - bind), bind);
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end || port < 0 || port > 65535)
-        goto bad;
-    sa->sin_port = htons((uint16_t)port);
-    if (!host[0] || strcmp(host, "0.0.0.0") == 0)
-        sa->sin_addr.s_addr = htonl(INADDR_ANY);
-    else if (strcmp(host, "localhost") == 0)
-        sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    else if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
-        goto bad;
-    return KOP_OK;
-bad:
-    kop_status_setf(st, 0, NULL, "--metrics-bind \"%s\": want HOST:PORT with an IPv4 host", bind);
-    return KOP_EINVAL;
-}
-
 static kop_err start_http(kop_manager *m, kop_status *st)
 {
-    struct sockaddr_in sa;
+    struct sockaddr_storage sa;
     if (strcmp(m->metrics_bind, "0") == 0)
         return KOP_OK;
-    kop_err err = parse_bind(m->metrics_bind, &sa, st);
-    if (err)
+    kop_status why = {0};
+    kop_err err = kop_http_parse_bind(m->metrics_bind, &sa, NULL, &why);
+    if (err) {
+        kop_status_setf(st, 0, NULL, "--metrics-bind: %s", why.message);
         return err;
-    m->http = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL,
-                               on_http, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
+    if (sa.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    m->http = MHD_start_daemon(flags, 0, NULL, NULL, on_http, m, MHD_OPTION_SOCK_ADDR,
+                               (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
                                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_END);
     if (!m->http) {
         kop_status_setf(st, 0, NULL, "cannot serve metrics on %s: %s", m->metrics_bind,
@@ -497,7 +449,7 @@ static kop_err start_http(kop_manager *m, kop_status *st)
         return KOP_EIO;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(m->http, MHD_DAEMON_INFO_BIND_PORT);
-    m->port = info ? info->port : ntohs(sa.sin_port);
+    m->port = info ? info->port : 0;
     kop_log(KOP_LOG_INFO, "serving metrics and probes", KOP_LOG_STR("bind", m->metrics_bind),
             KOP_LOG_INT("port", m->port));
     return KOP_OK;
@@ -605,12 +557,13 @@ static bool shut_down(kop_manager *m)
 {
     struct timespec deadline = kop__time_after(CLOCK_REALTIME, m->opts.shutdown_timeout_ms);
     kop_log(KOP_LOG_INFO, "stopping controllers");
-    for (int i = 0; i < m->ncontrollers; i++)
-        kop__controller_shutdown(m->controllers[i]);
-    for (int i = 0; i < m->ncontrollers; i++) {
-        if (!kop__controller_join(m->controllers[i], &deadline)) {
-            kop_log(KOP_LOG_ERROR, "reconciles still running at the shutdown deadline",
-                    KOP_LOG_STR("controller", kop_controller_name(m->controllers[i])),
+    for (int i = 0; i < m->nrunnables; i++)
+        m->runnables[i].stop(m->runnables[i].user);
+    for (int i = 0; i < m->nrunnables; i++) {
+        kop_runnable *r = &m->runnables[i];
+        if (!r->join(r->user, &deadline)) {
+            kop_log(KOP_LOG_ERROR, "work still running at the shutdown deadline",
+                    KOP_LOG_STR("runnable", r->name),
                     KOP_LOG_INT("deadline_ms", m->opts.shutdown_timeout_ms));
             m->abandoned = true;
             return false;
@@ -650,8 +603,12 @@ kop_err kop_manager_run(kop_manager *m, kop_status *st)
         err = start_leader(m, st);
     while (!err && !kop_manager_is_leader(m) && !wait_stop(m, 200))
         ;
-    for (int i = 0; !err && !stop_requested(m) && i < m->ncontrollers; i++)
-        err = kop__controller_start(m->controllers[i]);
+    for (int i = 0; !err && !stop_requested(m) && i < m->nrunnables; i++) {
+        err = m->runnables[i].start(m->runnables[i].user);
+        if (err)
+            kop_status_setf(st, 0, NULL, "%s did not start: %s", m->runnables[i].name,
+                            kop_strerror(err));
+    }
     if (!err)
         while (!wait_stop(m, 1000))
             ;

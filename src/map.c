@@ -1,7 +1,8 @@
 /*
- * map.c - kop__map (see map_internal.h). FNV-1a hashes; capacity doubles at
- * 70% occupancy counting tombstones, and a rehash drops the tombstones, so a
- * churning informer store does not degrade.
+ * map.c - kop__map and kop__hash (see map_internal.h). FNV-1a hashes;
+ * capacity doubles at 70% occupancy counting tombstones, halves when an
+ * eighth full, and every rehash drops the tombstones, so a churning
+ * informer store or work queue does not degrade.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,9 @@
 static char tombstone_mark;
 #define TOMBSTONE (&tombstone_mark)
 
-static uint64_t hash_str(const char *s)
+#define MIN_CAP 4 /* an informer keeps a map per index value; most hold a key or two */
+
+uint64_t kop__hash(const char *s)
 {
     uint64_t h = 1469598103934665603ULL;
     for (; *s; s++) {
@@ -27,20 +30,29 @@ void kop__map_init(kop__map *m)
     memset(m, 0, sizeof *m);
 }
 
+void kop__map_init_borrowing(kop__map *m)
+{
+    memset(m, 0, sizeof *m);
+    m->borrow = true;
+}
+
 void kop__map_fini(kop__map *m, void (*free_value)(void *))
 {
     if (!m)
         return;
+    bool borrow = m->borrow;
     for (size_t i = 0; i < m->cap; i++) {
         char *k = m->slots[i].key;
         if (!k || k == TOMBSTONE)
             continue;
-        free(k);
         if (free_value)
             free_value(m->slots[i].value);
+        if (!borrow)
+            free(k);
     }
     free(m->slots);
     memset(m, 0, sizeof *m);
+    m->borrow = borrow;
 }
 
 /* find returns the slot holding key, or the slot where it would go. */
@@ -64,13 +76,11 @@ static size_t find(const kop__map *m, const char *key, uint64_t h, bool *found)
     }
 }
 
-static kop_err grow(kop__map *m)
+/* rehash moves the live keys into a new table of cap slots (a power of two
+ * with room for them), dropping the tombstones. */
+static kop_err rehash(kop__map *m, size_t cap)
 {
-    /* Start small: an informer keeps one map per index value (a set per owner
-     * UID, per namespace), and most of them hold a key or two. */
-    size_t cap = m->cap ? m->cap : 4;
-    while (m->len * 10 >= cap * 5) /* live keys under half of the new table */
-        cap *= 2;
+    KOP_ASSERT(cap >= MIN_CAP && (cap & (cap - 1)) == 0 && m->len < cap);
     kop__map_slot *slots = calloc(cap, sizeof *slots);
     if (!slots)
         return KOP_ENOMEM;
@@ -89,12 +99,21 @@ static kop_err grow(kop__map *m)
     return KOP_OK;
 }
 
+/* grow makes room: live keys under half of the new table. */
+static kop_err grow(kop__map *m)
+{
+    size_t cap = m->cap ? m->cap : MIN_CAP;
+    while (m->len * 10 >= cap * 5)
+        cap *= 2;
+    return rehash(m, cap);
+}
+
 void *kop__map_get(const kop__map *m, const char *key)
 {
     bool found = false;
     if (m->len == 0)
         return NULL;
-    size_t i = find(m, key, hash_str(key), &found);
+    size_t i = find(m, key, kop__hash(key), &found);
     return found ? m->slots[i].value : NULL;
 }
 
@@ -102,14 +121,14 @@ bool kop__map_has(const kop__map *m, const char *key)
 {
     bool found = false;
     if (m->len > 0)
-        find(m, key, hash_str(key), &found);
+        find(m, key, kop__hash(key), &found);
     return found;
 }
 
 kop_err kop__map_put(kop__map *m, const char *key, void *value, void **old_out)
 {
     bool found = false;
-    uint64_t h = hash_str(key);
+    uint64_t h = kop__hash(key);
     if (old_out)
         *old_out = NULL;
     if ((m->used + 1) * 10 > m->cap * 7) {
@@ -125,7 +144,7 @@ kop_err kop__map_put(kop__map *m, const char *key, void *value, void **old_out)
         s->value = value;
         return KOP_OK;
     }
-    char *copy = strdup(key);
+    char *copy = m->borrow ? (char *)key : strdup(key);
     if (!copy)
         return KOP_ENOMEM;
     if (s->key != TOMBSTONE)
@@ -140,16 +159,26 @@ void *kop__map_remove(kop__map *m, const char *key)
     bool found = false;
     if (m->len == 0)
         return NULL;
-    size_t i = find(m, key, hash_str(key), &found);
+    size_t i = find(m, key, kop__hash(key), &found);
     if (!found)
         return NULL;
     kop__map_slot *s = &m->slots[i];
     void *value = s->value;
-    free(s->key);
+    if (!m->borrow)
+        free(s->key);
     s->key = TOMBSTONE;
     s->value = NULL;
     m->len--;
     return value;
+}
+
+void kop__map_shrink(kop__map *m)
+{
+    size_t cap = m->cap;
+    while (cap > MIN_CAP && m->len * 8 < cap)
+        cap /= 2;
+    if (cap != m->cap)
+        (void)rehash(m, cap); /* on failure the table just stays larger */
 }
 
 bool kop__map_next(const kop__map *m, size_t *pos, const char **key, void **value)

@@ -33,11 +33,6 @@ static const char *meta_string(const json_t *obj, const char *key)
 }
 
 /* str_eq compares two possibly NULL strings; NULL equals only NULL. */
-static bool str_eq(const char *a, const char *b)
-{
-    return a == b || (a && b && strcmp(a, b) == 0);
-}
-
 /*
  * child_object returns parent[key] as an object, creating it when absent.
  * NULL when parent is not an object, parent[key] is something else, or
@@ -122,7 +117,7 @@ static bool map_set(json_t *obj, const char *map, const char *key, const char *v
         json_t *m = json_object_get(metadata(obj), map);
         return json_object_get(m, key) && json_object_del(m, key) == 0;
     }
-    if (str_eq(map_get(obj, map, key), value))
+    if (kop_streq(map_get(obj, map, key), value))
         return false;
     /* A key or value that is not UTF-8 cannot be stored: refuse it before
      * creating metadata or the map, so that obj stays as it was. */
@@ -167,7 +162,7 @@ bool kop_meta_has_finalizer(const json_t *obj, const char *f)
         return false;
     json_array_foreach(arr, i, v)
     {
-        if (str_eq(json_string_value(v), f))
+        if (kop_streq(json_string_value(v), f))
             return true;
     }
     return false;
@@ -203,7 +198,7 @@ bool kop_meta_remove_finalizer(json_t *obj, const char *f)
     if (!f || !json_is_array(arr))
         return false;
     for (size_t i = json_array_size(arr); i-- > 0;) {
-        if (str_eq(json_string_value(json_array_get(arr, i)), f)) {
+        if (kop_streq(json_string_value(json_array_get(arr, i)), f)) {
             json_array_remove(arr, i);
             changed = true;
         }
@@ -266,8 +261,8 @@ static bool same_object(const json_t *ref, const char *api_version, const char *
                         const char *name)
 {
     return same_group(json_string_value(json_object_get(ref, "apiVersion")), api_version) &&
-           str_eq(json_string_value(json_object_get(ref, "kind")), kind) &&
-           str_eq(json_string_value(json_object_get(ref, "name")), name);
+           kop_streq(json_string_value(json_object_get(ref, "kind")), kind) &&
+           kop_streq(json_string_value(json_object_get(ref, "name")), name);
 }
 
 json_t *kop_meta_controller_ref(const json_t *obj)
@@ -286,7 +281,7 @@ json_t *kop_meta_controller_ref(const json_t *obj)
 bool kop_meta_is_controlled_by(const json_t *obj, const char *owner_uid)
 {
     const json_t *ref = kop_meta_controller_ref(obj);
-    return ref && owner_uid && str_eq(json_string_value(json_object_get(ref, "uid")), owner_uid);
+    return ref && owner_uid && kop_streq(json_string_value(json_object_get(ref, "uid")), owner_uid);
 }
 
 kop_err kop_meta_set_controller_ref(json_t *child, const json_t *owner, kop_status *st)
@@ -486,7 +481,7 @@ static long find_condition(const json_t *conds, const char *type)
         return -1;
     json_array_foreach(conds, i, v)
     {
-        if (str_eq(json_string_value(json_object_get(v, "type")), type))
+        if (kop_streq(json_string_value(json_object_get(v, "type")), type))
             return (long)i;
     }
     return -1;
@@ -500,7 +495,7 @@ static long find_condition(const json_t *conds, const char *type)
 static int fill_condition(json_t *entry, const kop_condition *c, time_t now)
 {
     const char *old_status = json_string_value(json_object_get(entry, "status"));
-    bool transition = !str_eq(old_status, c->status) ||
+    bool transition = !kop_streq(old_status, c->status) ||
                       !json_is_string(json_object_get(entry, "lastTransitionTime"));
     int rc = json_object_set_new(entry, "type", json_string(c->type));
     rc |= json_object_set_new(entry, "status", json_string(c->status));
@@ -572,7 +567,7 @@ const char *kop_meta_condition_status(const json_t *status, const char *type)
 
 bool kop_meta_condition_is_true(const json_t *status, const char *type)
 {
-    return str_eq(kop_meta_condition_status(status, type), KOP_CONDITION_TRUE);
+    return kop_streq(kop_meta_condition_status(status, type), KOP_CONDITION_TRUE);
 }
 
 bool kop_meta_remove_condition(json_t *status, const char *type)

@@ -10,10 +10,11 @@
  *
  * Layout: the registry keeps its families in an array sorted by name
  * (binary search on registration, render order for free). A family keeps its
- * series in an open-addressing hash table with linear probing, keyed by the
- * tuple of label values; series are never removed, so the table needs no
- * tombstones. Each series is one allocation holding its label values and,
- * for a histogram, its bucket counts.
+ * series in libkop's hash map (map_internal.h), keyed by the tuple of label
+ * values encoded as one string ("<len>:<value>" for each, so no two tuples
+ * share a key); the map borrows the key each series carries. Each series is
+ * one allocation holding its key, its label values and, for a histogram,
+ * its bucket counts.
  *
  * Invariants: a family's name, help, type, labels and bounds never change
  * after registration; only its series table and their values do, under
@@ -29,9 +30,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf_internal.h"
+#include "kop/buf.h"
 #include "kop/metrics.h"
 #include "kop_internal.h"
+#include "map_internal.h"
 
 #define DROPPED_NAME "kop_metrics_dropped_series_total"
 #define DROPPED_HELP                                                                               \
@@ -51,7 +53,7 @@ static const char *const type_names[] = {NULL, "counter", "gauge", "histogram"};
 
 /* One series: a tuple of label values and what was recorded for it. */
 struct series {
-    uint64_t hash;       /* of the label values */
+    const char *key;     /* the values encoded (series_key); stored in the same block */
     double value;        /* counter or gauge value; histogram sum */
     uint64_t count;      /* histogram: observations */
     uint64_t *buckets;   /* histogram: per-bucket counts, not cumulative; +Inf last */
@@ -69,8 +71,7 @@ struct kop_metric {
     double *bounds;
 
     pthread_mutex_t lock; /* guards everything below */
-    struct series **slots; /* hash table; NULL slots are empty */
-    size_t nslots;         /* a power of two, at least twice nseries */
+    kop__map series;      /* series key (borrowed) -> struct series */
     size_t nseries;
 };
 
@@ -145,55 +146,47 @@ static const char *label_value(const char *const *values, size_t i)
     return values && values[i] ? values[i] : "";
 }
 
-/* hash_values: FNV-1a over the values, each followed by a 0xff separator so
- * that ("ab","") and ("a","b") differ. */
-static uint64_t hash_values(const char *const *values, size_t n)
+/* Keys of series whose encoded values fit here are made on the stack. */
+#define KEY_STACK 256
+
+/*
+ * series_key encodes the tuple of nlabels values as "<len>:<value>" for
+ * each, into buf (size bytes) if it fits, else into a new allocation that
+ * *heap receives (the caller frees it). NULL when memory runs out.
+ */
+static char *series_key(const kop_metric *f, const char *const *values, char *buf, size_t size,
+                        char **heap)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) {
-        for (const unsigned char *p = (const unsigned char *)label_value(values, i); *p; p++)
-            h = (h ^ *p) * 0x100000001b3ULL;
-        h = (h ^ 0xff) * 0x100000001b3ULL;
+    size_t need = 1;
+    *heap = NULL;
+    for (size_t i = 0; i < f->nlabels; i++)
+        need += strlen(label_value(values, i)) + 21; /* digits of a size_t and ':' */
+    char *key = need <= size ? buf : (*heap = malloc(need));
+    if (!key)
+        return NULL;
+    size_t at = 0;
+    key[0] = '\0';
+    for (size_t i = 0; i < f->nlabels; i++) {
+        const char *v = label_value(values, i);
+        at += (size_t)snprintf(key + at, need - at, "%zu:%s", strlen(v), v);
     }
-    return h;
+    return key;
 }
 
 /* ---- series table ------------------------------------------------------- */
 
-static bool series_matches(const kop_metric *f, const struct series *s, uint64_t hash,
-                           const char *const *values)
-{
-    if (s->hash != hash)
-        return false;
-    for (size_t i = 0; i < f->nlabels; i++) {
-        if (strcmp(s->values[i], label_value(values, i)) != 0)
-            return false;
-    }
-    return true;
-}
-
-/* series_slot returns the slot holding the series, or the empty slot where it
- * would go. The table always has an empty slot (load <= 1/2). */
-static struct series **series_slot(const kop_metric *f, uint64_t hash, const char *const *values)
-{
-    size_t mask = f->nslots - 1;
-    for (size_t i = hash & mask;; i = (i + 1) & mask) {
-        struct series **slot = &f->slots[i];
-        if (!*slot || series_matches(f, *slot, hash, values))
-            return slot;
-    }
-}
-
-/* series_alloc makes a zeroed series with copies of the values, in one block:
- * the struct, the value pointers, the bucket counts, then the strings. */
-static struct series *series_alloc(const kop_metric *f, uint64_t hash, const char *const *values)
+/* series_alloc makes a zeroed series with copies of the key and the values,
+ * in one block: the struct, the value pointers, the bucket counts, the key,
+ * then the strings. */
+static struct series *series_alloc(const kop_metric *f, const char *key, const char *const *values)
 {
     size_t off_values = sizeof(struct series);
     size_t off_buckets = off_values + (f->nlabels + 1) * sizeof(char *);
     off_buckets = (off_buckets + alignof(uint64_t) - 1) & ~(alignof(uint64_t) - 1);
     size_t nbuckets = f->type == TYPE_HISTOGRAM ? f->nbounds + 1 : 0;
-    size_t off_strings = off_buckets + nbuckets * sizeof(uint64_t);
-    size_t total = off_strings;
+    size_t off_key = off_buckets + nbuckets * sizeof(uint64_t);
+    size_t key_len = strlen(key) + 1;
+    size_t total = off_key + key_len;
     for (size_t i = 0; i < f->nlabels; i++)
         total += strlen(label_value(values, i)) + 1;
 
@@ -201,10 +194,11 @@ static struct series *series_alloc(const kop_metric *f, uint64_t hash, const cha
     if (!block)
         return NULL;
     struct series *s = (struct series *)(void *)block;
-    s->hash = hash;
     s->values = (const char **)(void *)(block + off_values);
     s->buckets = nbuckets ? (uint64_t *)(void *)(block + off_buckets) : NULL;
-    char *str = block + off_strings;
+    memcpy(block + off_key, key, key_len);
+    s->key = block + off_key;
+    char *str = block + off_key + key_len;
     for (size_t i = 0; i < f->nlabels; i++) {
         size_t n = strlen(label_value(values, i)) + 1;
         memcpy(str, label_value(values, i), n);
@@ -215,28 +209,6 @@ static struct series *series_alloc(const kop_metric *f, uint64_t hash, const cha
     return s;
 }
 
-/* grow doubles the table (or makes the first one) and rehashes. */
-static kop_err grow(kop_metric *f)
-{
-    size_t n = f->nslots ? f->nslots * 2 : 8;
-    struct series **slots = calloc(n, sizeof *slots);
-    if (!slots)
-        return KOP_ENOMEM;
-    for (size_t i = 0; i < f->nslots; i++) {
-        struct series *s = f->slots[i];
-        if (!s)
-            continue;
-        size_t j = s->hash & (n - 1);
-        while (slots[j])
-            j = (j + 1) & (n - 1);
-        slots[j] = s;
-    }
-    free(f->slots);
-    f->slots = slots;
-    f->nslots = n;
-    return KOP_OK;
-}
-
 /*
  * series_get returns the series for values, creating it if create is set.
  * NULL when it does not exist, when memory runs out, or when the family is
@@ -245,25 +217,24 @@ static kop_err grow(kop_metric *f)
 static struct series *series_get(kop_metric *f, const char *const *values, bool create,
                                  bool *dropped)
 {
-    uint64_t hash = hash_values(values, f->nlabels);
-    if (f->nslots) {
-        struct series **slot = series_slot(f, hash, values);
-        if (*slot || !create)
-            return *slot;
-    } else if (!create) {
-        return NULL;
-    }
+    char buf[KEY_STACK], *heap;
+    char *key = series_key(f, values, buf, sizeof buf, &heap);
+    struct series *s = key ? kop__map_get(&f->series, key) : NULL;
+    if (s || !create || !key)
+        goto out;
     if (f->nseries >= KOP_METRICS_MAX_SERIES) {
         *dropped = true;
-        return NULL;
+        goto out;
     }
-    if ((f->nseries + 1) * 2 > f->nslots && grow(f) != KOP_OK)
-        return NULL;
-    struct series *s = series_alloc(f, hash, values);
-    if (!s)
-        return NULL;
-    *series_slot(f, hash, values) = s;
-    f->nseries++;
+    s = series_alloc(f, key, values);
+    if (s && kop__map_put(&f->series, s->key, s, NULL) != KOP_OK) {
+        free(s);
+        s = NULL;
+    }
+    if (s)
+        f->nseries++;
+out:
+    free(heap);
     return s;
 }
 
@@ -371,9 +342,7 @@ static void family_free(kop_metric *f)
 {
     if (!f)
         return;
-    for (size_t i = 0; i < f->nslots; i++)
-        free(f->slots[i]);
-    free(f->slots);
+    kop__map_fini(&f->series, free);
     for (size_t i = 0; i < f->nlabels; i++)
         free(f->label_names[i]);
     free(f->label_names);
@@ -392,6 +361,7 @@ static kop_err family_new(kop_metrics *m, const struct family_spec *spec, kop_me
     if (!f)
         return KOP_ENOMEM;
     pthread_mutex_init(&f->lock, NULL);
+    kop__map_init_borrowing(&f->series);
     f->registry = m;
     f->type = spec->type;
     f->name = strdup(spec->name);
@@ -678,17 +648,17 @@ void kop_metrics_remove_collector(kop_metrics *m, kop_metrics_collect_fn fn, voi
 
 /* ---- rendering ---------------------------------------------------------- */
 
-/* A kop__buf whose first failure sticks, so formatting code need not check
+/* A kop_buf whose first failure sticks, so formatting code need not check
  * every append. */
 struct writer {
-    kop__buf b;
+    kop_buf b;
     kop_err err;
 };
 
 static void put(struct writer *w, const char *s, size_t n)
 {
     if (!w->err)
-        w->err = kop__buf_append(&w->b, s, n);
+        w->err = kop_buf_append(&w->b, s, n);
 }
 
 static void puts_(struct writer *w, const char *s)
@@ -826,11 +796,11 @@ static void render_family(struct writer *w, kop_metric *f)
         w->err = KOP_ENOMEM;
         goto out;
     }
-    size_t n = 0;
-    for (size_t i = 0; i < f->nslots; i++) {
-        if (f->slots[i])
-            sorted[n++] = f->slots[i];
-    }
+    size_t n = 0, pos = 0;
+    const char *key;
+    void *v;
+    while (kop__map_next(&f->series, &pos, &key, &v))
+        sorted[n++] = v;
     KOP_ASSERT(n == f->nseries);
     qsort(sorted, n, sizeof *sorted, compare_series);
 
@@ -878,7 +848,7 @@ kop_err kop_metrics_render(kop_metrics *m, char **out, size_t *len)
     locale_t saved = c_locale ? uselocale(c_locale) : (locale_t)0;
 
     struct writer w = {.err = KOP_OK};
-    kop__buf_init(&w.b, KOP_METRICS_MAX_RENDER);
+    kop_buf_init(&w.b, KOP_METRICS_MAX_RENDER);
     pthread_mutex_lock(&m->lock);
     for (size_t i = 0; i < m->nfamilies && !w.err; i++)
         render_family(&w, m->families[i]);
@@ -889,9 +859,9 @@ kop_err kop_metrics_render(kop_metrics *m, char **out, size_t *len)
         freelocale(c_locale);
     }
     if (w.err) {
-        kop__buf_fini(&w.b);
+        kop_buf_fini(&w.b);
         return w.err;
     }
-    *out = kop__buf_take(&w.b, len);
+    *out = kop_buf_take(&w.b, len);
     return *out ? KOP_OK : KOP_ENOMEM;
 }

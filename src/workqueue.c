@@ -8,10 +8,11 @@
  * back through add_rate_limited, requeue-after results through add_after.
  * So every operation is O(1) except the timer heap's O(log n).
  *
- * One record per key the queue knows about, in an open-addressing hash
- * table (linear probing, backward-shift deletion: keys churn constantly, so
- * no tombstones). The record carries all of the key's state, and lives
- * while any of it is set:
+ * One record per key the queue knows about, in libkop's hash map
+ * (map_internal.h), which borrows the key the record carries, so a key is
+ * stored once; keys churn constantly, so the map is shrunk as records go.
+ * The record carries all of the key's state, and lives while any of it is
+ * set:
  *
  *   dirty       the key needs processing: it is queued, or it is in flight
  *               and will be queued again at done;
@@ -43,12 +44,11 @@
 
 #include "kop/workqueue.h"
 #include "kop_internal.h"
+#include "map_internal.h"
 
 #define NOT_WAITING SIZE_MAX
-#define MIN_SLOTS   64
 
 struct item {
-    uint64_t hash;
     bool dirty;
     bool queued;
     bool processing;
@@ -76,8 +76,7 @@ struct kop_workqueue {
     bool shutting_down;
     bool draining;
 
-    struct item **slots; /* hash table of every record */
-    size_t nslots;       /* power of two; load kept in [1/8, 1/2] */
+    kop__map items; /* key (borrowed from the record) -> struct item */
     size_t nitems;
 
     struct item *head, *tail; /* FIFO of queued keys */
@@ -103,7 +102,7 @@ struct kop_workqueue {
 
 static int64_t now_ns(void)
 {
-    return kop__mono_ns();
+    return kop_mono_ns();
 }
 
 static double seconds(int64_t ns)
@@ -113,52 +112,9 @@ static double seconds(int64_t ns)
 
 /* ---- the record table --------------------------------------------------- */
 
-/* hash_key: FNV-1a, good enough for "namespace/name" keys. */
-static uint64_t hash_key(const char *key)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
-        h = (h ^ *p) * 0x100000001b3ULL;
-    return h;
-}
-
-/* slot_of returns the index holding key, or the empty index where it would
- * go. The table always has an empty slot. */
-static size_t slot_of(const kop_workqueue *q, const char *key, uint64_t hash)
-{
-    size_t mask = q->nslots - 1;
-    size_t i = hash & mask;
-    while (q->slots[i] && (q->slots[i]->hash != hash || strcmp(q->slots[i]->key, key) != 0))
-        i = (i + 1) & mask;
-    return i;
-}
-
 static struct item *find(const kop_workqueue *q, const char *key)
 {
-    if (!key)
-        return NULL;
-    return q->slots[slot_of(q, key, hash_key(key))];
-}
-
-/* resize rehashes into n slots (a power of two above nitems * 2). */
-static kop_err resize(kop_workqueue *q, size_t n)
-{
-    struct item **slots = calloc(n, sizeof *slots);
-    if (!slots)
-        return KOP_ENOMEM;
-    for (size_t i = 0; i < q->nslots; i++) {
-        struct item *it = q->slots[i];
-        if (!it)
-            continue;
-        size_t j = it->hash & (n - 1);
-        while (slots[j])
-            j = (j + 1) & (n - 1);
-        slots[j] = it;
-    }
-    free(q->slots);
-    q->slots = slots;
-    q->nslots = n;
-    return KOP_OK;
+    return key ? kop__map_get(&q->items, key) : NULL;
 }
 
 /*
@@ -168,46 +124,23 @@ static kop_err resize(kop_workqueue *q, size_t n)
  */
 static struct item *lookup(kop_workqueue *q, const char *key)
 {
-    uint64_t hash = hash_key(key);
-    size_t i = slot_of(q, key, hash);
-    if (q->slots[i])
-        return q->slots[i];
+    struct item *it = kop__map_get(&q->items, key);
+    if (it)
+        return it;
     if (q->nitems >= q->opts.max_keys)
         return NULL;
-    if ((q->nitems + 1) * 2 > q->nslots) {
-        if (resize(q, q->nslots * 2) != KOP_OK)
-            return NULL;
-        i = slot_of(q, key, hash);
-    }
     size_t len = strlen(key);
-    struct item *it = calloc(1, sizeof *it + len + 1);
+    it = calloc(1, sizeof *it + len + 1);
     if (!it)
         return NULL;
     memcpy(it->key, key, len + 1);
-    it->hash = hash;
     it->heap_pos = NOT_WAITING;
-    q->slots[i] = it;
+    if (kop__map_put(&q->items, it->key, it, NULL) != KOP_OK) {
+        free(it);
+        return NULL;
+    }
     q->nitems++;
     return it;
-}
-
-/* unlink_slot empties slot i and moves later entries of its probe run back
- * so that every entry stays reachable from its home slot. */
-static void unlink_slot(kop_workqueue *q, size_t i)
-{
-    size_t mask = q->nslots - 1;
-    q->slots[i] = NULL;
-    for (size_t j = (i + 1) & mask; q->slots[j]; j = (j + 1) & mask) {
-        size_t home = q->slots[j]->hash & mask;
-        /* The entry at j may move to the hole at i unless its home lies
-         * cyclically in (i, j]. */
-        bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
-        if (!stays) {
-            q->slots[i] = q->slots[j];
-            q->slots[j] = NULL;
-            i = j;
-        }
-    }
 }
 
 /* release frees it if nothing about it remains to remember. */
@@ -216,11 +149,12 @@ static void release_if_idle(kop_workqueue *q, struct item *it)
     if (it->dirty || it->processing || it->heap_pos != NOT_WAITING || it->requeues > 0)
         return;
     KOP_ASSERT(!it->queued);
-    unlink_slot(q, slot_of(q, it->key, it->hash));
+    void *was = kop__map_remove(&q->items, it->key);
+    KOP_ASSERT(was == it);
+    (void)was;
     q->nitems--;
     free(it);
-    if (q->nslots > MIN_SLOTS && q->nitems * 8 < q->nslots)
-        (void)resize(q, q->nslots / 2); /* on failure the table just stays larger */
+    kop__map_shrink(&q->items);
 }
 
 /* ---- the timer heap ----------------------------------------------------- */
@@ -549,10 +483,9 @@ kop_err kop_workqueue_new(const kop_workqueue_opts *opts, kop_workqueue **out)
     q->refilled_ns = now_ns();
 
     q->name = strdup(q->opts.name ? q->opts.name : "");
-    q->slots = calloc(MIN_SLOTS, sizeof *q->slots);
-    if (!q->name || !q->slots)
+    kop__map_init_borrowing(&q->items);
+    if (!q->name)
         goto out;
-    q->nslots = MIN_SLOTS;
     q->opts.name = q->name;
     q->lv[0] = q->lv[1] = q->name;
     q->depth_lv[0] = q->depth_lv[1] = q->name;
@@ -599,9 +532,7 @@ void kop_workqueue_free(kop_workqueue *q)
     if (q->timer_started)
         pthread_join(q->timer, NULL);
     KOP_ASSERT(q->ninflight == 0); /* workers must have returned */
-    for (size_t i = 0; i < q->nslots; i++)
-        free(q->slots[i]);
-    free(q->slots);
+    kop__map_fini(&q->items, free);
     free(q->heap);
     free(q->name);
     pthread_cond_destroy(&q->ready_cond);
@@ -741,6 +672,8 @@ void kop_workqueue_done(kop_workqueue *q, const char *key)
     struct item *it = find(q, key);
     if (!it || !it->processing)
         goto out; /* not handed out: nothing to finish */
+    /* One in flight: a key being processed is never also in the FIFO. */
+    KOP_ASSERT(!it->queued && q->ninflight > 0);
     kop_metric_observe(q->work, q->lv, seconds(now_ns() - it->started_ns));
     it->processing = false;
     if (it->prev_inflight)

@@ -258,9 +258,11 @@ static kop_err challenge_writes(kop_client *c, int i, const json_t *chal, kop_st
     {
         const kop_resource *r = kind_resource(child);
         json_t *stored = NULL;
-        err = r ? kop_patch(c, r, kop_meta_namespace(child), kop_meta_name(child),
-                            KOP_PATCH_APPLY, child, &wo, &stored, st)
-                : KOP_EINVAL;
+        kop_patch_req req = {.target = {r, kop_meta_namespace(child), kop_meta_name(child)},
+                             .type = KOP_PATCH_APPLY,
+                             .patch = child,
+                             .opts = wo};
+        err = r ? kop_patch_object(c, &req, &stored, st) : KOP_EINVAL;
         if (!err && r && strcmp(r->kind, "Service") == 0 && !endpoint) {
             json_t *port = json_array_get(json_object_get(json_object_get(stored, "spec"), "ports"), 0);
             char buf[64];

@@ -78,16 +78,18 @@ static kop_result reconcile(const kop_reconcile *req, void *user)
     json_t *ticket = NULL, *pass = NULL, *status = NULL;
     kop_result res = KOP_DONE;
 
-    if (kop_informer_get(req->cache, req->namespace, req->name, &ticket) == KOP_ENOTFOUND)
+    if (kop_informer_dup(req->cache, req->namespace, req->name, &ticket) == KOP_ENOTFOUND)
         return KOP_DONE; /* deleted: the garbage collector removes the pass */
     if (!ticket || kop_meta_is_deleting(ticket))
         goto out;
 
     /* 1. The boarding pass: server-side apply makes it exist and match. */
     pass = boarding_pass(ticket, &st);
-    kop_write_opts apply = {.field_manager = FIELD_MANAGER, .force = true};
-    if (!pass || kop_patch(req->client, &CONFIGMAPS, req->namespace, kop_meta_name(pass),
-                           KOP_PATCH_APPLY, pass, &apply, NULL, &st) != KOP_OK) {
+    kop_patch_req apply = {.target = {&CONFIGMAPS, req->namespace, kop_meta_name(pass)},
+                           .type = KOP_PATCH_APPLY,
+                           .patch = pass,
+                           .opts = {.field_manager = FIELD_MANAGER, .force = true}};
+    if (!pass || kop_patch_object(req->client, &apply, NULL, &st) != KOP_OK) {
         kop_logger_log(req->log, KOP_LOG_ERROR, "boarding pass not written",
                        KOP_LOG_STR("reason", st.message));
         res = KOP_RETRY;

@@ -198,10 +198,51 @@ typedef enum kop_patch_type {
     KOP_PATCH_APPLY,     /* server-side apply: patch is the full intent; needs field_manager */
 } kop_patch_type;
 
-/* kop_patch patches one object; fields the patch does not name are kept. */
-KOP_API KOP_NODISCARD kop_err kop_patch(kop_client *c, const kop_resource *r, const char *ns,
-                                        const char *name, kop_patch_type type, json_t *patch,
-                                        const kop_write_opts *opts, json_t **out, kop_status *st);
+/* kop_target names one object: its resource, its namespace (ignored for a
+ * cluster-scoped resource) and its name. All borrowed. */
+typedef struct kop_target {
+    const kop_resource *resource;
+    const char *namespace;
+    const char *name;
+} kop_target;
+
+/* What kop_patch_object sends. */
+typedef struct kop_patch_req {
+    kop_target target;
+    kop_patch_type type;
+    json_t *patch;       /* borrowed; an array for KOP_PATCH_JSON, else an object */
+    kop_write_opts opts; /* subresource, field manager (needed by apply), force, dry run */
+} kop_patch_req;
+
+/*
+ * kop_patch_object patches one object; fields the patch does not name are
+ * kept. *out, if out is not NULL, receives the object as stored (owned).
+ * KOP_EINVAL (explained in st) for a patch of the wrong shape, an apply
+ * without a field manager, or no target.
+ *
+ *   kop_patch_object(c, &(kop_patch_req){
+ *       .target = {&CONFIGMAPS, "default", "pass"}, .type = KOP_PATCH_APPLY,
+ *       .patch = cm, .opts = {.field_manager = "my-operator", .force = true}}, NULL, &st);
+ */
+KOP_API KOP_NODISCARD kop_err kop_patch_object(kop_client *c, const kop_patch_req *req,
+                                               json_t **out, kop_status *st);
+
+/*
+ * kop_patch_status merge-patches obj's status subresource to status: only
+ * the fields given change, and no resourceVersion is sent, so the write
+ * never conflicts with another writer of other fields. obj (borrowed) names
+ * the object; *out (optional, owned) receives the stored object.
+ */
+KOP_API KOP_NODISCARD kop_err kop_patch_status(kop_client *c, const kop_resource *r,
+                                               const json_t *obj, json_t *status, json_t **out,
+                                               kop_status *st);
+
+/* kop_patch is kop_patch_object with its fields as arguments. Deprecated
+ * since 0.2 (nine arguments; see CHANGELOG.md); removed in 0.3. */
+KOP_API KOP_NODISCARD KOP_DEPRECATED("use kop_patch_object") kop_err
+    kop_patch(kop_client *c, const kop_resource *r, const char *ns, const char *name,
+              kop_patch_type type, json_t *patch, const kop_write_opts *opts, json_t **out,
+              kop_status *st);
 
 typedef enum kop_propagation {
     KOP_PROPAGATION_DEFAULT = 0, /* the resource's default policy */
@@ -218,14 +259,29 @@ typedef struct kop_delete_opts {
     bool dry_run;
 } kop_delete_opts;
 
+/* What kop_delete_object deletes, and how. */
+typedef struct kop_delete_req {
+    kop_target target;
+    kop_delete_opts opts;
+} kop_delete_req;
+
 /*
- * kop_delete deletes one object. A failed precondition gives KOP_ECONFLICT;
- * a missing object KOP_ENOTFOUND. *out, if out is not NULL, receives what
- * the server returned (the object being finalized, or a Status).
+ * kop_delete_object deletes one object. A failed precondition gives
+ * KOP_ECONFLICT; a missing object KOP_ENOTFOUND. *out, if out is not NULL,
+ * receives what the server returned (the object being finalized, or a
+ * Status).
+ *
+ *   kop_delete_object(c, &(kop_delete_req){.target = {&PODS, "default", "p"},
+ *       .opts = {.precondition_resource_version = rv}}, NULL, &st);
  */
-KOP_API KOP_NODISCARD kop_err kop_delete(kop_client *c, const kop_resource *r, const char *ns,
-                                         const char *name, const kop_delete_opts *opts,
-                                         json_t **out, kop_status *st);
+KOP_API KOP_NODISCARD kop_err kop_delete_object(kop_client *c, const kop_delete_req *req,
+                                                json_t **out, kop_status *st);
+
+/* kop_delete is kop_delete_object with its fields as arguments. Deprecated
+ * since 0.2 (seven arguments; see CHANGELOG.md); removed in 0.3. */
+KOP_API KOP_NODISCARD KOP_DEPRECATED("use kop_delete_object") kop_err
+    kop_delete(kop_client *c, const kop_resource *r, const char *ns, const char *name,
+               const kop_delete_opts *opts, json_t **out, kop_status *st);
 
 /* ---- watch ------------------------------------------------------------- */
 

@@ -8,6 +8,11 @@
 #ifndef KOP_COMMON_H
 #define KOP_COMMON_H
 
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #define KOP_VERSION_MAJOR 0
 #define KOP_VERSION_MINOR 1
 #define KOP_VERSION_PATCH 0
@@ -17,10 +22,12 @@
 #define KOP_API        __attribute__((visibility("default")))
 #define KOP_NODISCARD  __attribute__((warn_unused_result))
 #define KOP_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define KOP_DEPRECATED(msg) __attribute__((deprecated(msg)))
 #else
 #define KOP_API
 #define KOP_NODISCARD
 #define KOP_PRINTF(f, a)
+#define KOP_DEPRECATED(msg)
 #endif
 
 #ifdef __cplusplus
@@ -31,7 +38,35 @@
 #define KOP_END_DECLS
 #endif
 
+/*
+ * KOP_ASSERT checks an invariant in debug builds (KOP_DEBUG defined): when
+ * it does not hold, it says where and aborts. Release builds drop it, so
+ * cond must have no side effects.
+ */
+#ifdef KOP_DEBUG
+#define KOP_ASSERT(cond)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: %s: assertion failed: %s\n", __FILE__, __LINE__, __func__,     \
+                    #cond);                                                                        \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+#else
+#define KOP_ASSERT(cond) ((void)0)
+#endif
+
 KOP_BEGIN_DECLS
+
+/*
+ * kop_streq tells whether two strings are equal, NULL being equal only to
+ * NULL: for the values json_string_value hands back, which are NULL when a
+ * field is missing or not a string.
+ */
+static inline bool kop_streq(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
 
 /* kop_version returns KOP_VERSION_STRING of the library actually linked. */
 KOP_API const char *kop_version(void);

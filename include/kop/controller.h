@@ -31,10 +31,10 @@
 #include "kop/err.h"
 #include "kop/informer.h"
 #include "kop/log.h"
+#include "kop/manager.h"
 
 KOP_BEGIN_DECLS
 
-typedef struct kop_manager kop_manager;
 typedef struct kop_controller kop_controller;
 
 typedef enum kop_result_kind {
@@ -139,16 +139,6 @@ KOP_API void kop_controller_enqueue(kop_controller *c, const char *ns, const cha
 
 /* kop_controller_name returns the controller's name (borrowed). */
 KOP_API const char *kop_controller_name(const kop_controller *c);
-
-/*
- * kop_patch_status merge-patches obj's status subresource to status: only
- * the fields given change, and no resourceVersion is sent, so the write
- * never conflicts with another writer of other fields. obj (borrowed) names
- * the object; *out (optional, owned) receives the stored object.
- */
-KOP_API KOP_NODISCARD kop_err kop_patch_status(kop_client *c, const kop_resource *r,
-                                               const json_t *obj, json_t *status, json_t **out,
-                                               kop_status *st);
 
 KOP_END_DECLS
 

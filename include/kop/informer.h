@@ -115,11 +115,17 @@ KOP_API void kop_informer_stop(kop_informer *inf);
 KOP_API void kop_informer_free(kop_informer *inf);
 
 /*
- * kop_informer_get copies the cached object ns/name (ns ignored for
- * cluster-scoped resources) into *out (owned). KOP_ENOTFOUND if absent.
+ * kop_informer_dup parses a copy of the cached object ns/name (ns ignored
+ * for cluster-scoped resources) into *out (owned: the cache holds compact
+ * JSON text, so nothing can be borrowed from it). KOP_ENOTFOUND if absent.
  */
-KOP_API KOP_NODISCARD kop_err kop_informer_get(kop_informer *inf, const char *ns,
-                                               const char *name, json_t **out);
+KOP_API KOP_NODISCARD kop_err kop_informer_dup(kop_informer *inf, const char *ns, const char *name,
+                                               json_t **out);
+
+/* kop_informer_get is kop_informer_dup under the 0.1 name, which said
+ * "borrow" where it copied. Deprecated since 0.2; removed in 0.3. */
+KOP_API KOP_NODISCARD KOP_DEPRECATED("use kop_informer_dup") kop_err
+    kop_informer_get(kop_informer *inf, const char *ns, const char *name, json_t **out);
 
 /*
  * kop_informer_list returns in *out (owned) a new array of the cached

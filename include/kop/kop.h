@@ -9,6 +9,8 @@
 
 #include "kop/common.h"
 #include "kop/err.h"
+#include "kop/buf.h"
+#include "kop/clock.h"
 #include "kop/client.h"
 #include "kop/config.h"
 #include "kop/leader.h"

@@ -23,16 +23,18 @@
 #define KOP_MANAGER_H
 
 #include <stdbool.h>
+#include <time.h>
 
 #include "kop/client.h"
 #include "kop/common.h"
 #include "kop/config.h"
-#include "kop/controller.h"
 #include "kop/err.h"
 #include "kop/informer.h"
 #include "kop/metrics.h"
 
 KOP_BEGIN_DECLS
+
+typedef struct kop_manager kop_manager;
 
 typedef struct kop_manager_opts {
     const char *name;               /* operator name: user agent, Lease name, logs */
@@ -105,6 +107,35 @@ KOP_API KOP_NODISCARD kop_err kop_manager_informer(kop_manager *m, const kop_res
 
 /* kop_manager_is_leader tells whether this manager may reconcile now. */
 KOP_API bool kop_manager_is_leader(kop_manager *m);
+
+/*
+ * A runnable is something the manager starts once its caches have synced
+ * (and, with leader election, once it leads), stops at shutdown, waits for
+ * and frees: every controller is one, and an operator may add its own. The
+ * manager knows runnables only through these calls, never their types.
+ */
+typedef struct kop_runnable {
+    const char *name; /* for logs; borrowed for the runnable's life */
+    /* start begins the work; KOP_OK or an error that stops the manager. */
+    kop_err (*start)(void *user);
+    /* stop stops taking new work and wakes whatever waits; may come without start. */
+    void (*stop)(void *user);
+    /* join waits until the work in flight is done, until deadline
+     * (CLOCK_REALTIME; NULL: no limit); false when some still runs. */
+    bool (*join)(void *user, const struct timespec *deadline);
+    /* free releases the runnable, after join returned true (or it never started). */
+    void (*free)(void *user);
+    void *user;
+} kop_runnable;
+
+/*
+ * kop_manager_add_runnable hands r (copied; r->user's ownership with it) to
+ * the manager, before kop_manager_run. KOP_EINVAL while running or with a
+ * missing function, KOP_ETOOBIG past KOP_MANAGER_MAX_RUNNABLES; on error
+ * nothing is taken (the caller still owns r->user).
+ */
+#define KOP_MANAGER_MAX_RUNNABLES 16
+KOP_API KOP_NODISCARD kop_err kop_manager_add_runnable(kop_manager *m, const kop_runnable *r);
 
 /* kop_manager_bound_port returns the port /metrics listens on (0 if none). */
 KOP_API int kop_manager_bound_port(kop_manager *m);

@@ -6,7 +6,7 @@
 #ifndef CTF_API_H
 #define CTF_API_H
 
-#include "ctf.h"
+#include "ctf_internal.h"
 
 typedef struct ctf_api ctf_api;
 

@@ -21,6 +21,7 @@
 #include <openssl/sha.h>
 
 #include "api_core.h"
+#include "core_internal.h"
 #include "duration.h"
 
 /* ---- routes ----------------------------------------------------------------- */
@@ -253,14 +254,9 @@ kop_err ctf_api_parse_empty(const char *body, size_t len, kop_status *st)
 
 /* ---- views ------------------------------------------------------------------ */
 
-static const char *field_str(const json_t *obj, const char *part, const char *field)
-{
-    return json_string_value(json_object_get(json_object_get(obj, part), field));
-}
-
 const char *ctf_api_state(const json_t *chal)
 {
-    const char *phase = field_str(chal, "status", "currentStatus");
+    const char *phase = ctf_str2(chal, "status", "currentStatus");
     if (kop_meta_is_deleting(chal) || (phase && (strcmp(phase, "Terminating") == 0 ||
                                                  strcmp(phase, "Deleted") == 0)))
         return CTF_STATE_STOPPING;
@@ -289,14 +285,14 @@ static json_t *str_or_null(const char *s)
 static void expiry_of(const json_t *chal, const json_t *def, time_t *expires, time_t *max)
 {
     const json_t *spec = json_object_get(def, "spec");
-    const char *created_s = field_str(chal, "metadata", "creationTimestamp");
-    const char *status_exp = field_str(chal, "status", "expiresAt");
+    const char *created_s = ctf_str2(chal, "metadata", "creationTimestamp");
+    const char *status_exp = ctf_str2(chal, "status", "expiresAt");
     time_t created = 0;
     ctf_lifetime lt;
     *expires = *max = 0;
     if (def && created_s && ctf_parse_time(created_s, &created) == KOP_OK &&
         ctf_lifetime_parse(spec, &lt, NULL) == KOP_OK &&
-        ctf_expiry(created, spec, field_str(chal, "spec", "expiresAt"), expires, NULL) == KOP_OK) {
+        ctf_expiry(created, spec, ctf_str2(chal, "spec", "expiresAt"), expires, NULL) == KOP_OK) {
         *max = created + (time_t)(lt.max_ms / 1000);
         return;
     }
@@ -314,23 +310,19 @@ json_t *ctf_api_instance_view(const json_t *chal, const json_t *def, time_t now)
     expiry_of(chal, def, &expires, &max);
     bool renewable = max > 0 && expires < max && strcmp(state, CTF_STATE_STOPPING) != 0;
 
-    return json_pack("{s:o, s:o, s:o, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b}",
-                     "team", str_or_null(field_str(chal, "spec", "team")), "challenge",
-                     str_or_null(field_str(chal, "spec", "definition")), "name",
-                     str_or_null(kop_meta_name(chal)), "state", state, "status",
-                     phase ? phase : "None", "reason",
-                     str_or_null(json_string_value(json_object_get(status, "reason"))),
-                     "message",
-                     str_or_null(json_string_value(json_object_get(status, "message"))),
-                     "endpoints", json_is_array(eps) ? json_deep_copy(eps) : json_array(),
-                     "createdAt", str_or_null(field_str(chal, "metadata", "creationTimestamp")),
-                     "startedAt",
-                     str_or_null(json_string_value(json_object_get(status, "startedAt"))),
-                     "expiresAt", time_or_null(expires), "maxExpiresAt", time_or_null(max),
-                     "secondsLeft",
-                     expires > 0 ? json_integer(expires > now ? (json_int_t)(expires - now) : 0)
-                                 : json_null(),
-                     "renewable", renewable);
+    return json_pack(
+        "{s:o, s:o, s:o, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "team",
+        str_or_null(ctf_str2(chal, "spec", "team")), "challenge",
+        str_or_null(ctf_str2(chal, "spec", "definition")), "name", str_or_null(kop_meta_name(chal)),
+        "state", state, "status", phase ? phase : "None", "reason",
+        str_or_null(json_string_value(json_object_get(status, "reason"))), "message",
+        str_or_null(json_string_value(json_object_get(status, "message"))), "endpoints",
+        json_is_array(eps) ? json_deep_copy(eps) : json_array(), "createdAt",
+        str_or_null(ctf_str2(chal, "metadata", "creationTimestamp")), "startedAt",
+        str_or_null(json_string_value(json_object_get(status, "startedAt"))), "expiresAt",
+        time_or_null(expires), "maxExpiresAt", time_or_null(max), "secondsLeft",
+        expires > 0 ? json_integer(expires > now ? (json_int_t)(expires - now) : 0) : json_null(),
+        "renewable", renewable);
 }
 
 json_t *ctf_api_stopped_view(const char *team, const char *challenge)

@@ -13,7 +13,7 @@
 
 #include <libfyaml.h>
 
-#include "ctf.h"
+#include "ctf_internal.h"
 
 /* From the generated crds_data.c. */
 extern const char *const ctf_crd_data[];
@@ -66,7 +66,9 @@ kop_err ctf_install_crds(kop_client *c, kop_status *st)
             return KOP_EPARSE;
         }
         const char *name = kop_meta_name(crd);
-        kop_err err = kop_patch(c, &CRDS, NULL, name, KOP_PATCH_APPLY, crd, &wo, NULL, st);
+        kop_patch_req req = {
+            .target = {&CRDS, NULL, name}, .type = KOP_PATCH_APPLY, .patch = crd, .opts = wo};
+        kop_err err = kop_patch_object(c, &req, NULL, st);
         if (!err) {
             long waited = 0;
             while (!established(c, name) && waited < ESTABLISHED_WAIT_MS) {

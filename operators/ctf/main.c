@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "api.h"
-#include "ctf.h"
+#include "ctf_internal.h"
 
 static const char usage_text[] =
     "usage: ctf-operator [flags]\n"
@@ -153,5 +153,6 @@ int main(int argc, char **argv)
     ctf_api_free(api);
     kop_recorder_free(op.events);
     kop_manager_free(op.mgr);
+    ctf_admission_free(op.admission);
     return err ? 1 : 0;
 }

@@ -22,14 +22,14 @@
 #define HEADER 4
 
 /* note appends one transcript entry; a transcript past its cap is just not compared. */
-static void note(kop__buf *t, const char *kind, const char *text)
+static void note(kop_buf *t, const char *kind, const char *text)
 {
-    if (kop__buf_appendf(t, "%s %s\n", kind, text ? text : "(null)"))
+    if (kop_buf_appendf(t, "%s %s\n", kind, text ? text : "(null)"))
         t->max = 0; /* mark as incomplete */
 }
 
 /* drain takes every complete line, recording what came out; returns true once poisoned. */
-static bool drain(kop__watch_decoder *d, kop__buf *t)
+static bool drain(kop__watch_decoder *d, kop_buf *t)
 {
     for (;;) {
         kop_watch_event ev;
@@ -69,9 +69,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *stream = (const char *)data + HEADER;
     size_t len = size - HEADER;
 
-    kop__buf chunked, whole;
-    kop__buf_init(&chunked, 1 << 24);
-    kop__buf_init(&whole, 1 << 24);
+    kop_buf chunked, whole;
+    kop_buf_init(&chunked, 1 << 24);
+    kop_buf_init(&whole, 1 << 24);
     bool poisoned = false;
 
     kop__watch_decoder d;
@@ -94,14 +94,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     kop__watch_decoder_fini(&d);
 
     if (!poisoned && chunked.max && whole.max &&
-        (chunked.len != whole.len || memcmp(kop__buf_str(&chunked), kop__buf_str(&whole),
-                                            chunked.len) != 0)) {
-        fprintf(stderr, "chunked:\n%s\nwhole:\n%s\n", kop__buf_str(&chunked),
-                kop__buf_str(&whole));
+        (chunked.len != whole.len ||
+         memcmp(kop_buf_str(&chunked), kop_buf_str(&whole), chunked.len) != 0)) {
+        fprintf(stderr, "chunked:\n%s\nwhole:\n%s\n", kop_buf_str(&chunked), kop_buf_str(&whole));
         abort();
     }
-    kop__buf_fini(&chunked);
-    kop__buf_fini(&whole);
+    kop_buf_fini(&chunked);
+    kop_buf_fini(&whole);
 
     /* The same bytes as an error response body. */
     kop_status st;

@@ -52,7 +52,8 @@ void it_teardown(it_env *env)
 {
     kop_status st;
     if (env->client && env->ns[0] &&
-        kop_delete(env->client, &NAMESPACES, NULL, env->ns, NULL, NULL, &st) != KOP_OK)
+        kop_delete_object(env->client, &(kop_delete_req){.target = {&NAMESPACES, NULL, env->ns}},
+                          NULL, &st) != KOP_OK)
         fprintf(stderr, "delete namespace %s: %s\n", env->ns, st.message);
     kop_client_free(env->client);
     kop_config_free(env->cfg);

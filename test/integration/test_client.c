@@ -148,7 +148,9 @@ static void test_configmap_crud(void **state)
     json_decref(got);
     json_decref(upd);
 
-    assert_int_equal(kop_delete(client, &CONFIGMAPS, ns, "crud", NULL, NULL, &st), KOP_OK);
+    assert_int_equal(kop_delete_object(
+                         client, &(kop_delete_req){.target = {&CONFIGMAPS, ns, "crud"}}, NULL, &st),
+                     KOP_OK);
     assert_int_equal(kop_get(client, &CONFIGMAPS, ns, "crud", &got, &st), KOP_ENOTFOUND);
     assert_null(got);
     assert_int_equal(st.code, 404);
@@ -185,9 +187,12 @@ static void test_merge_patch_keeps_fields(void **state)
                            "ConfigMap", "metadata", "name", "merge", "data", "a", "1", "b", "2");
     assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, NULL, &st), KOP_OK);
     json_t *patch = json_pack("{s:{s:s}}", "data", "c", "3"), *out = NULL;
-    assert_int_equal(
-        kop_patch(client, &CONFIGMAPS, ns, "merge", KOP_PATCH_MERGE, patch, NULL, &out, &st),
-        KOP_OK);
+    assert_int_equal(kop_patch_object(client,
+                                      &(kop_patch_req){.target = {&CONFIGMAPS, ns, "merge"},
+                                                       .type = KOP_PATCH_MERGE,
+                                                       .patch = patch},
+                                      &out, &st),
+                     KOP_OK);
     json_t *data = json_object_get(out, "data");
     assert_string_equal(json_string_value(json_object_get(data, "a")), "1");
     assert_string_equal(json_string_value(json_object_get(data, "b")), "2");
@@ -197,8 +202,12 @@ static void test_merge_patch_keeps_fields(void **state)
     /* A JSON patch whose test fails changes nothing and is refused. */
     json_t *jp = json_pack("[{s:s, s:s, s:s}, {s:s, s:s}]", "op", "test", "path", "/data/a",
                            "value", "wrong", "op", "remove", "path", "/data/b");
-    assert_int_not_equal(
-        kop_patch(client, &CONFIGMAPS, ns, "merge", KOP_PATCH_JSON, jp, NULL, NULL, &st), KOP_OK);
+    assert_int_not_equal(kop_patch_object(client,
+                                          &(kop_patch_req){.target = {&CONFIGMAPS, ns, "merge"},
+                                                           .type = KOP_PATCH_JSON,
+                                                           .patch = jp},
+                                          NULL, &st),
+                         KOP_OK);
     assert_int_equal(kop_get(client, &CONFIGMAPS, ns, "merge", &out, &st), KOP_OK);
     assert_non_null(json_object_get(json_object_get(out, "data"), "b"));
     json_decref(out);
@@ -213,8 +222,12 @@ static void test_server_side_apply(void **state)
     kop_status st;
     kop_write_opts o = {.field_manager = "kopc-test", .force = true};
     json_t *cm = configmap("applied", "a", "1"), *out = NULL;
-    assert_int_equal(kop_patch(client, &CONFIGMAPS, ns, "applied", KOP_PATCH_APPLY, cm, &o, &out,
-                               &st),
+    assert_int_equal(kop_patch_object(client,
+                                      &(kop_patch_req){.target = {&CONFIGMAPS, ns, "applied"},
+                                                       .type = KOP_PATCH_APPLY,
+                                                       .patch = cm,
+                                                       .opts = o},
+                                      &out, &st),
                      KOP_OK);
     const char *uid = json_string_value(json_object_get(json_object_get(out, "metadata"), "uid"));
     assert_non_null(uid);
@@ -222,8 +235,12 @@ static void test_server_side_apply(void **state)
     json_decref(out);
 
     json_object_set_new(json_object_get(cm, "data"), "a", json_string("2"));
-    assert_int_equal(kop_patch(client, &CONFIGMAPS, ns, "applied", KOP_PATCH_APPLY, cm, &o, &out,
-                               &st),
+    assert_int_equal(kop_patch_object(client,
+                                      &(kop_patch_req){.target = {&CONFIGMAPS, ns, "applied"},
+                                                       .type = KOP_PATCH_APPLY,
+                                                       .patch = cm,
+                                                       .opts = o},
+                                      &out, &st),
                      KOP_OK);
     json_t *meta = json_object_get(out, "metadata");
     assert_string_equal(json_string_value(json_object_get(meta, "uid")), uid1);
@@ -235,9 +252,12 @@ static void test_server_side_apply(void **state)
     json_decref(out);
 
     /* Apply without a field manager is refused before anything is sent. */
-    assert_int_equal(
-        kop_patch(client, &CONFIGMAPS, ns, "applied", KOP_PATCH_APPLY, cm, NULL, NULL, &st),
-        KOP_EINVAL);
+    assert_int_equal(kop_patch_object(client,
+                                      &(kop_patch_req){.target = {&CONFIGMAPS, ns, "applied"},
+                                                       .type = KOP_PATCH_APPLY,
+                                                       .patch = cm},
+                                      NULL, &st),
+                     KOP_EINVAL);
     json_decref(cm);
 }
 
@@ -248,12 +268,20 @@ static void test_delete_precondition(void **state)
     json_t *cm = configmap("guarded", "a", "1"), *out = NULL;
     assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, NULL, &st), KOP_OK);
     kop_delete_opts o = {.precondition_uid = "00000000-0000-0000-0000-000000000000"};
-    assert_int_equal(kop_delete(client, &CONFIGMAPS, ns, "guarded", &o, NULL, &st), KOP_ECONFLICT);
+    assert_int_equal(
+        kop_delete_object(client,
+                          &(kop_delete_req){.target = {&CONFIGMAPS, ns, "guarded"}, .opts = o},
+                          NULL, &st),
+        KOP_ECONFLICT);
     assert_int_equal(st.code, 409);
     assert_int_equal(kop_get(client, &CONFIGMAPS, ns, "guarded", &out, &st), KOP_OK);
     o.precondition_uid = json_string_value(json_object_get(json_object_get(out, "metadata"), "uid"));
     o.propagation = KOP_PROPAGATION_BACKGROUND;
-    assert_int_equal(kop_delete(client, &CONFIGMAPS, ns, "guarded", &o, NULL, &st), KOP_OK);
+    assert_int_equal(
+        kop_delete_object(client,
+                          &(kop_delete_req){.target = {&CONFIGMAPS, ns, "guarded"}, .opts = o},
+                          NULL, &st),
+        KOP_OK);
     json_decref(out);
     json_decref(cm);
 }
@@ -314,6 +342,40 @@ static kop_err count_page(json_t *page, void *user)
     }
     return KOP_OK;
 }
+
+/*
+ * The 0.1 calls kop_patch and kop_delete stay, deprecated, for one release
+ * (CHANGELOG.md): they still patch and delete, with their options.
+ */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static void test_deprecated_wrappers(void **state)
+{
+    (void)state;
+    kop_status st;
+    json_t *cm = configmap("legacy", "a", "1"), *out = NULL;
+    assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, NULL, &st), KOP_OK);
+    json_t *patch = json_pack("{s:{s:s}}", "data", "b", "2");
+    kop_write_opts dry = {.dry_run = true};
+    assert_int_equal(
+        kop_patch(client, &CONFIGMAPS, ns, "legacy", KOP_PATCH_MERGE, patch, &dry, NULL, &st),
+        KOP_OK);
+    assert_int_equal(kop_get(client, &CONFIGMAPS, ns, "legacy", &out, &st), KOP_OK);
+    assert_null(json_object_get(json_object_get(out, "data"), "b")); /* a dry run */
+    json_decref(out);
+    assert_int_equal(
+        kop_patch(client, &CONFIGMAPS, ns, "legacy", KOP_PATCH_MERGE, patch, NULL, &out, &st),
+        KOP_OK);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(out, "data"), "b")), "2");
+    kop_delete_opts wrong = {.precondition_uid = "00000000-0000-0000-0000-000000000000"};
+    assert_int_equal(kop_delete(client, &CONFIGMAPS, ns, "legacy", &wrong, NULL, &st),
+                     KOP_ECONFLICT);
+    assert_int_equal(kop_delete(client, &CONFIGMAPS, ns, "legacy", NULL, NULL, &st), KOP_OK);
+    json_decref(out);
+    json_decref(patch);
+    json_decref(cm);
+}
+#pragma GCC diagnostic pop
 
 static void test_paging_returns_each_once(void **state)
 {
@@ -394,7 +456,10 @@ static void test_watch_sees_changes_in_order(void **state)
     assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, &out, &st), KOP_OK);
     json_object_set_new(json_object_get(out, "data"), "a", json_string("2"));
     assert_int_equal(kop_update(client, &CONFIGMAPS, ns, out, NULL, NULL, &st), KOP_OK);
-    assert_int_equal(kop_delete(client, &CONFIGMAPS, ns, "watched", NULL, NULL, &st), KOP_OK);
+    assert_int_equal(kop_delete_object(client,
+                                       &(kop_delete_req){.target = {&CONFIGMAPS, ns, "watched"}},
+                                       NULL, &st),
+                     KOP_OK);
 
     expect_event(w, KOP_WATCH_ADDED, "watched", "1");
     expect_event(w, KOP_WATCH_MODIFIED, "watched", "2");
@@ -536,7 +601,12 @@ static void test_custom_resource_crud(void **state)
     /* Status subresource: a patch of status leaves spec alone. */
     kop_write_opts so = {.subresource = "status"};
     json_t *sp = json_pack("{s:{s:s}}", "status", "phase", "Ready");
-    assert_int_equal(kop_patch(client, &gadgets, ns, "g1", KOP_PATCH_MERGE, sp, &so, &out, &st),
+    assert_int_equal(kop_patch_object(client,
+                                      &(kop_patch_req){.target = {&gadgets, ns, "g1"},
+                                                       .type = KOP_PATCH_MERGE,
+                                                       .patch = sp,
+                                                       .opts = so},
+                                      &out, &st),
                      KOP_OK);
     assert_string_equal(
         json_string_value(json_object_get(json_object_get(out, "status"), "phase")), "Ready");
@@ -546,7 +616,9 @@ static void test_custom_resource_crud(void **state)
     json_decref(out);
     json_decref(sp);
 
-    assert_int_equal(kop_delete(client, &gadgets, ns, "g1", NULL, NULL, &st), KOP_OK);
+    assert_int_equal(
+        kop_delete_object(client, &(kop_delete_req){.target = {&gadgets, ns, "g1"}}, NULL, &st),
+        KOP_OK);
     json_decref(g);
 
     kop_resource dep;
@@ -656,6 +728,7 @@ int main(void)
         cmocka_unit_test(test_merge_patch_keeps_fields),
         cmocka_unit_test(test_server_side_apply),
         cmocka_unit_test(test_delete_precondition),
+        cmocka_unit_test(test_deprecated_wrappers),
         cmocka_unit_test(test_paging_returns_each_once),
         cmocka_unit_test(test_watch_sees_changes_in_order),
         cmocka_unit_test(test_watch_from_expired_version_is_gone),

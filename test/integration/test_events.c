@@ -258,8 +258,11 @@ static void test_cluster_scoped_object(void **state)
     assert_string_equal(str(io, "name"), ns);
     assert_null(json_object_get(io, "namespace"));
     /* Events in "default" outlive the test namespace: remove it. */
-    assert_int_equal(kop_delete(client, &EVENTS, "default", kop_meta_name(ev), NULL, NULL, &st),
-                     KOP_OK);
+    assert_int_equal(
+        kop_delete_object(client,
+                          &(kop_delete_req){.target = {&EVENTS, "default", kop_meta_name(ev)}},
+                          NULL, &st),
+        KOP_OK);
     json_decref(list);
     json_decref(nsobj);
 }

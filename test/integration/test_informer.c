@@ -98,7 +98,7 @@ static bool cache_matches_server(kop_informer *inf, const char *selector, size_t
     json_array_foreach(json_object_get(list, "items"), i, item)
     {
         json_t *cached = NULL;
-        if (!same || kop_informer_get(inf, ns, name_of(item), &cached) != KOP_OK) {
+        if (!same || kop_informer_dup(inf, ns, name_of(item), &cached) != KOP_OK) {
             same = false;
             break;
         }
@@ -179,8 +179,11 @@ static void *update_many(void *arg)
         snprintf(name, sizeof name, "rapid-%02d", (int)((seed >> 33) % OBJECTS));
         snprintf(v, sizeof v, "%d-%d", w->id, i);
         json_t *patch = json_pack("{s:{s:s}}", "data", "v", v);
-        kop_err err = kop_patch(client, &CONFIGMAPS, ns, name, KOP_PATCH_MERGE, patch, NULL, NULL,
-                                &st);
+        kop_err err = kop_patch_object(client,
+                                       &(kop_patch_req){.target = {&CONFIGMAPS, ns, name},
+                                                        .type = KOP_PATCH_MERGE,
+                                                        .patch = patch},
+                                       NULL, &st);
         json_decref(patch);
         if (err) {
             w->err = err;
@@ -226,7 +229,7 @@ static void test_rapid_updates_converge(void **state)
     json_decref(in_ns);
     /* managedFields are dropped by the default transform. */
     json_t *one = NULL;
-    assert_int_equal(kop_informer_get(inf, ns, "rapid-00", &one), KOP_OK);
+    assert_int_equal(kop_informer_dup(inf, ns, "rapid-00", &one), KOP_OK);
     assert_null(json_object_get(json_object_get(one, "metadata"), "managedFields"));
     assert_string_equal(json_string_value(json_object_get(one, "kind")), "ConfigMap");
     json_decref(one);
@@ -243,7 +246,10 @@ static void test_delete_reaches_handler(void **state)
     json_decref(cm);
     kop_informer *inf = start_informer("set=del", &c);
     assert_int_equal(kop_informer_len(inf), 1);
-    assert_int_equal(kop_delete(client, &CONFIGMAPS, ns, "doomed", NULL, NULL, &st), KOP_OK);
+    assert_int_equal(kop_delete_object(client,
+                                       &(kop_delete_req){.target = {&CONFIGMAPS, ns, "doomed"}},
+                                       NULL, &st),
+                     KOP_OK);
     for (int i = 0; i < 240 && atomic_load(&c.deletes) == 0; i++)
         usleep(250 * 1000);
     assert_int_equal(atomic_load(&c.deletes), 1);
@@ -252,7 +258,7 @@ static void test_delete_reaches_handler(void **state)
     pthread_mutex_unlock(&c.mu);
     assert_int_equal(kop_informer_len(inf), 0);
     json_t *gone = NULL;
-    assert_int_equal(kop_informer_get(inf, ns, "doomed", &gone), KOP_ENOTFOUND);
+    assert_int_equal(kop_informer_dup(inf, ns, "doomed", &gone), KOP_ENOTFOUND);
     kop_informer_free(inf);
 }
 
@@ -341,7 +347,11 @@ static void test_apiserver_restart_and_gone(void **state)
         json_t *patch = json_pack("{s:{s:s}}", "data", "v", "after-restart");
         kop_err err = KOP_EUNAVAILABLE;
         for (int tries = 0; tries < 60 && err != KOP_OK; tries++) {
-            err = kop_patch(client, &CONFIGMAPS, ns, name, KOP_PATCH_MERGE, patch, NULL, NULL, &st);
+            err = kop_patch_object(client,
+                                   &(kop_patch_req){.target = {&CONFIGMAPS, ns, name},
+                                                    .type = KOP_PATCH_MERGE,
+                                                    .patch = patch},
+                                   NULL, &st);
             if (err)
                 sleep(1);
         }
@@ -350,7 +360,7 @@ static void test_apiserver_restart_and_gone(void **state)
     }
     assert_true(eventually(90, busy, "set=busy", 10));
     json_t *b = NULL;
-    assert_int_equal(kop_informer_get(busy, ns, "busy-3", &b), KOP_OK);
+    assert_int_equal(kop_informer_dup(busy, ns, "busy-3", &b), KOP_OK);
     assert_string_equal(json_string_value(json_object_get(json_object_get(b, "data"), "v")),
                         "after-restart");
     json_decref(b);

@@ -370,7 +370,9 @@ static void test_lease_taken_from_leader(void **state)
     kop_leader *l = elector(&p, "lost", FAST, true);
     assert_true(wait_leader(l, 15000));
 
-    assert_int_equal(kop_delete(client, &LEASES, ns, "lost", NULL, NULL, &st), KOP_OK);
+    assert_int_equal(
+        kop_delete_object(client, &(kop_delete_req){.target = {&LEASES, ns, "lost"}}, NULL, &st),
+        KOP_OK);
     json_t *lease = NULL;
     for (int64_t end = now_ms() + 10000; now_ms() < end; sleep_ms(100)) {
         if (kop_get(client, &LEASES, ns, "lost", &lease, &st) == KOP_OK)

@@ -178,16 +178,16 @@ static void test_huge_message_truncated(void **state)
 {
     (void)state;
     for (size_t shift = 0; shift < 4; shift++) {
-        kop__buf b;
-        kop__buf_init(&b, 1 << 20);
-        assert_int_equal(kop__buf_appends(&b, "{\"kind\":\"Status\",\"reason\":\"Invalid\","
-                                              "\"code\":422,\"message\":\""),
+        kop_buf b;
+        kop_buf_init(&b, 1 << 20);
+        assert_int_equal(kop_buf_appends(&b, "{\"kind\":\"Status\",\"reason\":\"Invalid\","
+                                             "\"code\":422,\"message\":\""),
                          KOP_OK);
         for (size_t i = 0; i < shift; i++)
-            assert_int_equal(kop__buf_appends(&b, "x"), KOP_OK);
+            assert_int_equal(kop_buf_appends(&b, "x"), KOP_OK);
         for (int i = 0; i < 20000; i++) /* 4-byte character: U+1F6EB */
-            assert_int_equal(kop__buf_appends(&b, "\xf0\x9f\x9b\xab"), KOP_OK);
-        assert_int_equal(kop__buf_appends(&b, "\"}"), KOP_OK);
+            assert_int_equal(kop_buf_appends(&b, "\xf0\x9f\x9b\xab"), KOP_OK);
+        assert_int_equal(kop_buf_appends(&b, "\"}"), KOP_OK);
         kop_status st;
         assert_int_equal(kop__status_decode(422, b.data, b.len, &st), KOP_EINVALID);
         size_t n = strlen(st.message);
@@ -195,32 +195,32 @@ static void test_huge_message_truncated(void **state)
         assert_true(n > KOP_STATUS_MESSAGE_MAX - 8);
         assert_string_equal(st.message + n - 3, "...");
         assert_true(is_valid_utf8(st.message));
-        kop__buf_fini(&b);
+        kop_buf_fini(&b);
     }
 
     /* A huge HTML page is quoted briefly, in printable ASCII. */
-    kop__buf b;
-    kop__buf_init(&b, 1 << 20);
+    kop_buf b;
+    kop_buf_init(&b, 1 << 20);
     for (int i = 0; i < 10000; i++)
-        assert_int_equal(kop__buf_appends(&b, "<p>\xe2\x9c\x93 proxy error</p>\n"), KOP_OK);
+        assert_int_equal(kop_buf_appends(&b, "<p>\xe2\x9c\x93 proxy error</p>\n"), KOP_OK);
     kop_status st;
     assert_int_equal(kop__status_decode(502, b.data, b.len, &st), KOP_EAPI);
     assert_true(strlen(st.message) < 256);
     assert_string_equal(st.message + strlen(st.message) - 3, "...");
     for (const char *p = st.message; *p; p++)
         assert_true(*p >= 0x20 && *p < 0x7f);
-    kop__buf_fini(&b);
+    kop_buf_fini(&b);
 
     /* A huge reason is cut to its buffer too. */
-    kop__buf_init(&b, 1 << 20);
-    assert_int_equal(kop__buf_appends(&b, "{\"kind\":\"Status\",\"reason\":\""), KOP_OK);
+    kop_buf_init(&b, 1 << 20);
+    assert_int_equal(kop_buf_appends(&b, "{\"kind\":\"Status\",\"reason\":\""), KOP_OK);
     for (int i = 0; i < 1000; i++)
-        assert_int_equal(kop__buf_appends(&b, "R"), KOP_OK);
-    assert_int_equal(kop__buf_appends(&b, "\"}"), KOP_OK);
+        assert_int_equal(kop_buf_appends(&b, "R"), KOP_OK);
+    assert_int_equal(kop_buf_appends(&b, "\"}"), KOP_OK);
     /* (An unknown reason on 409 maps by code alone: a Conflict.) */
     assert_int_equal(kop__status_decode(409, b.data, b.len, &st), KOP_ECONFLICT);
     assert_int_equal(strlen(st.reason), KOP_STATUS_REASON_MAX - 1);
-    kop__buf_fini(&b);
+    kop_buf_fini(&b);
 }
 
 struct json_case {

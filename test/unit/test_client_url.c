@@ -151,21 +151,21 @@ static const struct url_case cases[] = {
 static void test_url_table(void **state)
 {
     (void)state;
-    kop__buf out;
-    kop__buf_init(&out, 1 << 16);
+    kop_buf out;
+    kop_buf_init(&out, 1 << 16);
     for (size_t i = 0; i < KOP_ARRAY_LEN(cases); i++) {
         const struct url_case *c = &cases[i];
         kop_status st;
         kop_status_clear(&st);
-        assert_int_equal(kop__buf_appends(&out, "stale"), KOP_OK);
+        assert_int_equal(kop_buf_appends(&out, "stale"), KOP_OK);
         kop_err err = kop__url_build(&out, c->server, c->r, c->ns, c->name, c->sub, c->params,
                                      c->nparams, &st);
         if (err != c->want)
             fail_msg("case %zu: got %s (%s), want %s", i, kop_err_name(err), st.message,
                      kop_err_name(c->want));
         if (err == KOP_OK) {
-            if (strcmp(kop__buf_str(&out), c->url) != 0)
-                fail_msg("case %zu:\n got %s\nwant %s", i, kop__buf_str(&out), c->url);
+            if (strcmp(kop_buf_str(&out), c->url) != 0)
+                fail_msg("case %zu:\n got %s\nwant %s", i, kop_buf_str(&out), c->url);
         } else {
             assert_int_equal(out.len, 0); /* nothing half-built left behind */
             if (!strstr(st.message, c->url))
@@ -176,7 +176,7 @@ static void test_url_table(void **state)
                                         c->params, c->nparams, NULL),
                          c->want);
     }
-    kop__buf_fini(&out);
+    kop_buf_fini(&out);
 }
 
 /* Past KOP__URL_MAX, through the name or the query, or past out's own cap. */
@@ -187,8 +187,8 @@ static void test_url_too_long(void **state)
     assert_non_null(big);
     memset(big, 'a', KOP__URL_MAX);
     big[KOP__URL_MAX] = '\0';
-    kop__buf out;
-    kop__buf_init(&out, 1 << 20);
+    kop_buf out;
+    kop_buf_init(&out, 1 << 20);
     kop_status st;
     assert_int_equal(
         kop__url_build(&out, S, &configmaps, "default", big, NULL, NULL, 0, &st), KOP_ETOOBIG);
@@ -215,16 +215,16 @@ static void test_url_too_long(void **state)
     big[KOP__URL_MAX - base + 1] = '\0';
     assert_int_equal(kop__url_build(&out, S, &configmaps, NULL, NULL, NULL, &q, 1, &st),
                      KOP_ETOOBIG);
-    kop__buf_fini(&out);
+    kop_buf_fini(&out);
 
     /* out's own cap binds too. */
-    kop__buf small;
-    kop__buf_init(&small, 16);
+    kop_buf small;
+    kop_buf_init(&small, 16);
     assert_int_equal(kop__url_build(&small, S, &configmaps, NULL, NULL, NULL, NULL, 0, &st),
                      KOP_ETOOBIG);
     assert_non_null(strstr(st.message, "longer than 16 bytes"));
     assert_int_equal(small.len, 0);
-    kop__buf_fini(&small);
+    kop_buf_fini(&small);
     free(big);
 }
 
@@ -275,24 +275,24 @@ static void test_escape_round_trip(void **state)
     };
     for (size_t i = 0; i < KOP_ARRAY_LEN(samples); i++) {
         for (int q = 0; q < 2; q++) {
-            kop__buf b;
-            kop__buf_init(&b, 4096);
+            kop_buf b;
+            kop_buf_init(&b, 4096);
             assert_int_equal(kop__url_escape(&b, samples[i], q), KOP_OK);
-            for (const char *p = kop__buf_str(&b); *p; p++)
+            for (const char *p = kop_buf_str(&b); *p; p++)
                 assert_true(strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                                    "0123456789-._~%",
                                    *p) != NULL);
-            char *back = unescape(kop__buf_str(&b));
+            char *back = unescape(kop_buf_str(&b));
             assert_string_equal(back, samples[i]);
             free(back);
-            kop__buf_fini(&b);
+            kop_buf_fini(&b);
         }
     }
     /* The escape fails cleanly at its buffer's cap. */
-    kop__buf b;
-    kop__buf_init(&b, 5);
+    kop_buf b;
+    kop_buf_init(&b, 5);
     assert_int_equal(kop__url_escape(&b, "abc def", false), KOP_ETOOBIG);
-    kop__buf_fini(&b);
+    kop_buf_fini(&b);
 }
 
 int main(void)

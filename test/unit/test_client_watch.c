@@ -53,8 +53,8 @@ static const char fixture_with_errors[] =
 static char *decode_chunks(const char *data, size_t len, const size_t *cuts, size_t ncuts,
                            size_t max_line)
 {
-    kop__buf t;
-    kop__buf_init(&t, 1 << 24);
+    kop_buf t;
+    kop_buf_init(&t, 1 << 24);
     kop__watch_decoder d;
     kop__watch_decoder_init(&d, max_line);
     size_t off = 0;
@@ -65,7 +65,7 @@ static char *decode_chunks(const char *data, size_t len, const size_t *cuts, siz
         kop_err err = kop__watch_decoder_feed(&d, data + off, n);
         off += n;
         if (err) {
-            assert_int_equal(kop__buf_appendf(&t, "!%s\n", kop_err_name(err)), KOP_OK);
+            assert_int_equal(kop_buf_appendf(&t, "!%s\n", kop_err_name(err)), KOP_OK);
             break;
         }
         for (;;) {
@@ -74,7 +74,7 @@ static char *decode_chunks(const char *data, size_t len, const size_t *cuts, siz
             bool got;
             err = kop__watch_decoder_next(&d, &ev, &got, &st);
             if (err) {
-                assert_int_equal(kop__buf_appendf(&t, "!%s %s\n", kop_err_name(err), st.message),
+                assert_int_equal(kop_buf_appendf(&t, "!%s %s\n", kop_err_name(err), st.message),
                                  KOP_OK);
                 if (err == KOP_EPARSE)
                     continue;
@@ -84,8 +84,8 @@ static char *decode_chunks(const char *data, size_t len, const size_t *cuts, siz
                 break;
             char *js = json_dumps(ev.object, JSON_COMPACT);
             assert_non_null(js);
-            assert_int_equal(
-                kop__buf_appendf(&t, "%s %s\n", kop_watch_type_name(ev.type), js), KOP_OK);
+            assert_int_equal(kop_buf_appendf(&t, "%s %s\n", kop_watch_type_name(ev.type), js),
+                             KOP_OK);
             free(js);
             kop_watch_event_fini(&ev);
             assert_null(ev.object);
@@ -94,7 +94,7 @@ static char *decode_chunks(const char *data, size_t len, const size_t *cuts, siz
             break;
     }
     kop__watch_decoder_fini(&d);
-    return kop__buf_take(&t, NULL);
+    return kop_buf_take(&t, NULL);
 }
 
 static char *decode_whole(const char *data, size_t len, size_t max_line)
@@ -377,18 +377,18 @@ static void test_complete_line_over_cap(void **state)
 static void test_feed_without_draining(void **state)
 {
     (void)state;
-    kop__buf chunk;
-    kop__buf_init(&chunk, 1 << 20);
+    kop_buf chunk;
+    kop_buf_init(&chunk, 1 << 20);
     int per_chunk = 0;
     while (chunk.len < 60000) {
-        assert_int_equal(kop__buf_appendf(&chunk,
-                                          "{\"type\":\"ADDED\",\"object\":{\"metadata\":"
-                                          "{\"name\":\"n%d\"}}}\n",
-                                          per_chunk++),
+        assert_int_equal(kop_buf_appendf(&chunk,
+                                         "{\"type\":\"ADDED\",\"object\":{\"metadata\":"
+                                         "{\"name\":\"n%d\"}}}\n",
+                                         per_chunk++),
                          KOP_OK);
     }
     /* End the chunk mid-line, so every feed also completes the previous line. */
-    assert_int_equal(kop__buf_appends(&chunk, "{\"type\":\"ADDED\","), KOP_OK);
+    assert_int_equal(kop_buf_appends(&chunk, "{\"type\":\"ADDED\","), KOP_OK);
     static const char rest[] = "\"object\":{}}\n";
 
     kop__watch_decoder d;
@@ -423,7 +423,7 @@ static void test_feed_without_draining(void **state)
     assert_int_equal(kop__watch_decoder_next(&d, &ev, &got, &st), KOP_ETOOBIG);
     assert_non_null(strstr(st.message, "fed and not taken"));
     kop__watch_decoder_fini(&d);
-    kop__buf_fini(&chunk);
+    kop_buf_fini(&chunk);
 }
 
 struct bad_case {
@@ -557,13 +557,13 @@ static void test_bookmark(void **state)
 static void test_many_events_one_chunk(void **state)
 {
     (void)state;
-    kop__buf s;
-    kop__buf_init(&s, 1 << 20);
+    kop_buf s;
+    kop_buf_init(&s, 1 << 20);
     for (int i = 0; i < 5000; i++)
-        assert_int_equal(kop__buf_appendf(&s,
-                                          "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":"
-                                          "\"t%d\",\"resourceVersion\":\"%d\"}}}\n",
-                                          i, 100 + i),
+        assert_int_equal(kop_buf_appendf(&s,
+                                         "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":"
+                                         "\"t%d\",\"resourceVersion\":\"%d\"}}}\n",
+                                         i, 100 + i),
                          KOP_OK);
     kop__watch_decoder d;
     kop__watch_decoder_init(&d, 1024);
@@ -577,7 +577,7 @@ static void test_many_events_one_chunk(void **state)
     }
     next_none(&d);
     kop__watch_decoder_fini(&d);
-    kop__buf_fini(&s);
+    kop_buf_fini(&s);
 }
 
 /* "\u0000" inside a string is kept, not a parse failure. */

@@ -1,0 +1,166 @@
+/*
+ * ctf_internal.h - what the CTF operator's files share: its settings, the
+ * resources it touches, and each concept's entry points, one section per
+ * file (docs/architecture.md has the map). Not a library interface: the
+ * pure core's own header is instance.h (with core_internal.h), the API's
+ * api.h.
+ */
+#ifndef CTF_INTERNAL_H
+#define CTF_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <kop/kop.h>
+
+#include "core_internal.h"
+#include "duration.h"
+#include "instance.h"
+
+/* Resources. */
+extern const kop_resource CTF_CHALLENGES;
+extern const kop_resource CTF_DEFINITIONS;
+extern const kop_resource CTF_NAMESPACES;
+extern const kop_resource CTF_DEPLOYMENTS;
+extern const kop_resource CTF_PODS;
+extern const kop_resource CTF_SERVICES;
+extern const kop_resource CTF_ENDPOINTSLICES;
+extern const kop_resource CTF_SECRETS;
+
+#define CTF_FINALIZER     "ctf.kopc.io/instance"
+#define CTF_FIELD_MANAGER "kopc-ctf"
+#define CTF_MANAGED       "app.kubernetes.io/managed-by=kopc-ctf"
+
+/* Challenge states (status.currentStatus) and the reasons more than one file names. */
+#define CTF_STATUS_PENDING     "Pending"
+#define CTF_STATUS_RUNNING     "Running"
+#define CTF_STATUS_ERROR       "Error"
+#define CTF_STATUS_TERMINATING "Terminating"
+#define CTF_STATUS_DELETED     "Deleted"
+#define CTF_REASON_QUOTA       "QuotaExceeded"
+
+typedef struct ctf_admission ctf_admission;
+
+/* ctf_operator: settings from the command line, and the shared caches. */
+typedef struct ctf_operator {
+    ctf_config instance;         /* ingress domain, node address */
+    const char *watch_namespace; /* --namespace; NULL: all */
+    int max_per_team;            /* --max-instances-per-team */
+    int max_instances;           /* --max-instances */
+    bool install_crds;           /* --install-crds */
+
+    kop_manager *mgr;
+    kop_controller *ctl;
+    ctf_admission *admission; /* the quotas, asked by the reconciler and the API */
+    kop_informer *challenges, *definitions, *namespaces, *deployments, *pods, *services;
+    kop_informer *endpointslices; /* of the instances' Services: is an endpoint ready? */
+    kop_recorder *events;
+    kop_metric *instances;     /* ctf_instances{status} */
+    kop_metric *ready_seconds; /* ctf_instance_ready_seconds */
+} ctf_operator;
+
+/*
+ * Indexes of the caches: Challenges by spec.definition, by spec.team and
+ * by status.reason (to find those refused for quota when a slot frees);
+ * instance namespaces by the name of the Challenge they were made for, to
+ * find an orphan without a scan.
+ */
+#define CTF_INDEX_DEFINITION "definition"
+#define CTF_INDEX_TEAM       "team"
+#define CTF_INDEX_REASON     "reason"
+#define CTF_INDEX_CHALLENGE  "challenge"
+
+/* ---- setup.c: the controller, its caches, indexes and watches ---- */
+
+/*
+ * ctf_setup_controller adds the Challenge controller to op->mgr with every
+ * cache, index and watch it needs, the admission and the metrics.
+ */
+KOP_NODISCARD kop_err ctf_setup_controller(ctf_operator *op, kop_status *st);
+
+/* ctf_reconcile is the controller's reconcile function (reconcile.c). */
+kop_result ctf_reconcile(const kop_reconcile *req, void *user);
+
+/* ---- crds.c ---- */
+
+/*
+ * ctf_install_crds applies the CRDs compiled into the binary and waits until
+ * they are Established (--install-crds).
+ */
+KOP_NODISCARD kop_err ctf_install_crds(kop_client *c, kop_status *st);
+
+/* ---- admission.c: the quotas ---- */
+
+#define CTF_TEAM_KEY_SIZE 320 /* "<namespace>/<team>" */
+
+typedef enum ctf_verdict {
+    CTF_ADMIT_OK = 0,
+    CTF_ADMIT_TEAM_FULL, /* the team runs --max-instances-per-team */
+    CTF_ADMIT_CTF_FULL,  /* the CTF runs --max-instances */
+} ctf_verdict;
+
+/* ctf_admission_new makes the quotas' state (empty); *out owned: ctf_admission_free. */
+KOP_NODISCARD kop_err ctf_admission_new(int max_per_team, int max_instances, ctf_admission **out);
+void ctf_admission_free(ctf_admission *a);
+
+/* ctf_admission_handler: the Challenge cache's events, to keep the counts (register once). */
+kop_informer_handler ctf_admission_handler(ctf_admission *a);
+
+/*
+ * ctf_admission_admit admits chal if one more instance fits, and keeps it
+ * admitted (asking again answers the same). Anything but CTF_ADMIT_OK
+ * comes with msg (size bytes) saying why, for the Challenge's status.
+ */
+ctf_verdict ctf_admission_admit(ctf_admission *a, const json_t *chal, char *msg, size_t size);
+
+/* ctf_admission_check answers, admitting nothing, whether a new instance of
+ * team (Challenges in ns) would fit; msg as above. */
+ctf_verdict ctf_admission_check(ctf_admission *a, const char *ns, const char *team, char *msg,
+                                size_t size);
+
+/* ctf_admission_release frees uid's slot; true when it held one. */
+bool ctf_admission_release(ctf_admission *a, const char *uid);
+
+/* ctf_admission_count returns the team's admitted instances (team NULL: all). */
+int ctf_admission_count(ctf_admission *a, const char *ns, const char *team);
+
+/* ---- observe.c: what a reconcile sees of the instance ---- */
+
+/* ctf_observation: the status one pass decides on. */
+typedef struct ctf_observation {
+    const char *phase;  /* currentStatus */
+    const char *reason; /* CamelCase, Error only */
+    char message[512];
+    json_t *endpoints; /* owned, may be NULL */
+    long requeue_ms;   /* 0: none */
+} ctf_observation;
+
+/* ctf_observe_error sets o to Error with reason and the formatted message. */
+void ctf_observe_error(ctf_observation *o, const char *reason, const char *fmt, ...)
+    KOP_PRINTF(3, 4);
+
+/*
+ * ctf_observe_instance decides Running, Pending or a failure of chal's
+ * instance in namespace ns from the caches: Running once every Deployment is
+ * available, every endpoint known and every exposed Service has a ready
+ * endpoint; Error on an image that cannot be pulled, a crash loop or the
+ * start timeout; Pending (with a requeue at the timeout) until then.
+ */
+void ctf_observe_instance(ctf_operator *op, const json_t *chal, const json_t *def, const char *ns,
+                          ctf_observation *o);
+
+/* ctf_created_at returns chal's creation time (now when it has none). */
+time_t ctf_created_at(const json_t *chal);
+
+/* ---- status.c: writing what was observed ---- */
+
+/*
+ * ctf_write_status patches chal's status to what o says (namespace ns,
+ * expiry expires when > 0) when it differs from what the cache shows, and
+ * tells of a transition (log, Event, ctf_instance_ready_seconds).
+ */
+KOP_NODISCARD kop_err ctf_write_status(ctf_operator *op, const kop_reconcile *req,
+                                       const json_t *chal, const ctf_observation *o, const char *ns,
+                                       time_t expires);
+
+#endif /* CTF_INTERNAL_H */
