@@ -26,44 +26,26 @@ DEVCLUSTER=${DEVCLUSTER:?}
 KUBECTL=${KUBECTL:?}
 OPERATOR=${OPERATOR:?}
 SRC=${SRC:?}
-mkdir -p "${KOP_TEST_TMP:-/tmp}"
-WORK=$(mktemp -d "${KOP_TEST_TMP:-/tmp}/ctf-api.XXXXXX")
-DIR=$WORK/cluster
+e2e_init ctf-api stop_processes
 op_pid=
 
 fail() {
     printf 'FAIL: %s\n' "$*" >&2
     [ -f "$WORK/op.log" ] && { echo "--- operator log (tail)" >&2; tail -40 "$WORK/op.log" >&2; }
+    fail_summary "$*"
     exit 1
 }
-k() { "$KUBECTL" --kubeconfig "$DIR/kubeconfig" --request-timeout=30s "$@"; }
-cleanup() {
+stop_processes() {
     [ -n "$op_pid" ] && kill -9 "$op_pid" 2>/dev/null || true
-    "$DEVCLUSTER" stop --dir "$DIR" >/dev/null 2>&1 || true
-    rm -rf "$WORK"
 }
-trap cleanup EXIT
 
 log "cluster, CRDs, token Secrets, definitions"
 "$DEVCLUSTER" start --dir "$DIR" --nodes 2 >/dev/null || fail "devcluster start"
-k apply -k "$SRC/config/crd" >/dev/null
-k wait --for=condition=Established crd/challenges.ctf.kopc.io crd/challengedefinitions.ctf.kopc.io \
-    --timeout=60s >/dev/null || fail "CRDs not Established"
+ctf_crds
 k create namespace ctf >/dev/null
 k create namespace kopc-system >/dev/null
-
-ADMIN_TOKEN=$(openssl rand -hex 24)
-declare -A TOKENS
-secret_args=()
-for t in team-a team-b team-c team-d team-e team-g; do
-    TOKENS[$t]=$(openssl rand -hex 24)
-    secret_args+=("--from-literal=$t=${TOKENS[$t]}")
-done
+ctf_token_secrets team-a team-b team-c team-d team-e team-g
 ROTATE_TOKENS="$(openssl rand -hex 24) $(openssl rand -hex 24)"
-k -n kopc-system create secret generic ctf-api-admin --from-literal=token="$ADMIN_TOKEN" >/dev/null
-k -n kopc-system create secret generic ctf-team-tokens "${secret_args[@]}" >/dev/null
-TEAM_TOKENS=$(for t in "${!TOKENS[@]}"; do printf '%s\n%s\n' "$t" "${TOKENS[$t]}"; done |
-    python3 -c 'import json,sys; l=sys.stdin.read().split(); print(json.dumps(dict(zip(l[::2], l[1::2]))))')
 FLAG="flag{api_$(openssl rand -hex 12)}"
 
 k apply -f - >/dev/null <<EOF

@@ -21,24 +21,18 @@ DEVCLUSTER=${DEVCLUSTER:?}
 KUBECTL=${KUBECTL:?}
 OPERATOR=${OPERATOR:?}
 SRC=${SRC:?}
-mkdir -p "${KOP_TEST_TMP:-/tmp}"
-WORK=$(mktemp -d "${KOP_TEST_TMP:-/tmp}/ctf.XXXXXX")
-DIR=$WORK/cluster
+e2e_init ctf stop_processes
 op_pid=
 
 fail() {
     printf 'FAIL: %s\n' "$*" >&2
     [ -f "$WORK/op.log" ] && { echo "--- operator log (tail)" >&2; tail -30 "$WORK/op.log" >&2; }
+    fail_summary "$*"
     exit 1
 }
-k() { "$KUBECTL" --kubeconfig "$DIR/kubeconfig" --request-timeout=30s "$@"; }
-kc() { k -n ctf "$@"; }
-cleanup() {
+stop_processes() {
     [ -n "$op_pid" ] && kill -9 "$op_pid" 2>/dev/null || true
-    "$DEVCLUSTER" stop --dir "$DIR" >/dev/null 2>&1 || true
-    rm -rf "$WORK"
 }
-trap cleanup EXIT
 
 field() { kc get chal "$1" -o jsonpath="{$2}" 2>/dev/null; }
 status_is() { [ "$(field "$1" .status.currentStatus)" = "$2" ]; }
@@ -83,16 +77,7 @@ log "cluster, RBAC, the operator as its service account installing its CRDs"
 "$DEVCLUSTER" start --dir "$DIR" --nodes 2 >/dev/null || fail "devcluster start"
 k apply -k "$SRC/config/rbac" >/dev/null
 k apply -f "$SRC/config/rbac/crd_installer_role.yaml" >/dev/null
-token=$(k -n kopc-system create token kopc-ctf-operator --duration=2h)
-server=$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')
-cat >"$WORK/operator.kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters: [{name: dev, cluster: {server: "$server", certificate-authority: "$DIR/ca.crt"}}]
-users: [{name: operator, user: {token: "$token"}}]
-contexts: [{name: operator, context: {cluster: dev, user: operator, namespace: kopc-system}}]
-current-context: operator
-EOF
+sa_kubeconfig "$WORK/operator.kubeconfig"
 PORT=$(free_port)
 start_operator
 k wait --for=condition=Established crd/challenges.ctf.kopc.io crd/challengedefinitions.ctf.kopc.io --timeout=60s >/dev/null ||

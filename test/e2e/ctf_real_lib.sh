@@ -23,30 +23,21 @@ SRC=${SRC:?}
 TEAMS=${TEAMS:-team-a team-b team-c}
 OP_PID=
 
-# real_ctf_init NAME: the work directory and the traps.
-real_ctf_init() {
-    mkdir -p "${KOP_TEST_TMP:-/tmp}"
-    WORK=$(mktemp -d "${KOP_TEST_TMP:-/tmp}/$1.XXXXXX")
-    DIR=$WORK/cluster
-    trap real_ctf_cleanup EXIT
-}
+# real_ctf_init NAME: the work directory (lib.sh's e2e_init) and the traps.
+real_ctf_init() { e2e_init "$1" real_ctf_stop_operator; }
 
 fail() {
     printf 'FAIL: %s\n' "$*" >&2
     [ -f "$WORK/op.log" ] && { echo "--- operator log (tail)" >&2; tail -30 "$WORK/op.log" >&2; }
     real_node_logs "$DIR" >&2
+    fail_summary "$*"
     exit 1
 }
 
-real_ctf_cleanup() {
+real_ctf_stop_operator() {
     [ -n "$OP_PID" ] && kill -9 "$OP_PID" 2>/dev/null || true
     [ -f "$WORK/op.pid" ] && kill -9 "$(cat "$WORK/op.pid")" 2>/dev/null || true
-    "$DEVCLUSTER" stop --dir "$DIR" >/dev/null 2>&1 || true
-    if [ "${KOP_TEST_KEEP:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
-
-k() { "$KUBECTL" --kubeconfig "$DIR/kubeconfig" --request-timeout=30s "$@"; }
-kc() { k -n ctf "$@"; }
 
 # start_real_operator: (re)start the operator with the flags real_ctf_up
 # chose. Its command line is in $WORK/op.cmd (one argument a line) and its
@@ -82,38 +73,9 @@ real_ctf_up() {
     "$DEVCLUSTER" start --dir "$DIR" --nodes 0 --real-nodes 1 >/dev/null || fail "devcluster start --real-nodes 1"
     NODE_IP=$(k get node real-node-0 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
     "$SRC/tools/images.sh" "$DIR" greeter webflag >/dev/null || fail "tools/images.sh"
-    k apply -k "$SRC/config/rbac" >/dev/null
-    k apply -k "$SRC/config/crd" >/dev/null
-    k wait --for=condition=Established crd/challenges.ctf.kopc.io crd/challengedefinitions.ctf.kopc.io \
-        --timeout=60s >/dev/null || fail "CRDs not Established"
-    wait_for 60 "CRDs served" k get chaldef -A
-    k apply -k "$SRC/config/samples" >/dev/null
-    kc delete chal --all >/dev/null # the samples' own Challenge: tests make their own
-
-    ADMIN_TOKEN=$(openssl rand -hex 24)
-    local t args=()
-    TEAM_TOKENS="{"
-    for t in $TEAMS; do
-        local tok
-        tok=$(openssl rand -hex 24)
-        args+=("--from-literal=$t=$tok")
-        TEAM_TOKENS+="\"$t\": \"$tok\","
-    done
-    TEAM_TOKENS="${TEAM_TOKENS%,}}"
-    k -n kopc-system create secret generic ctf-api-admin --from-literal=token="$ADMIN_TOKEN" >/dev/null
-    k -n kopc-system create secret generic ctf-team-tokens "${args[@]}" >/dev/null
-
-    local token server
-    token=$(k -n kopc-system create token kopc-ctf-operator --duration=6h)
-    server=$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')
-    cat >"$WORK/operator.kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters: [{name: dev, cluster: {server: "$server", certificate-authority: "$DIR/ca.crt"}}]
-users: [{name: operator, user: {token: "$token"}}]
-contexts: [{name: operator, context: {cluster: dev, user: operator, namespace: kopc-system}}]
-current-context: operator
-EOF
+    ctf_rbac_and_samples
+    ctf_token_secrets $TEAMS
+    sa_kubeconfig "$WORK/operator.kubeconfig"
     API_PORT=$(free_port)
     METRICS_PORT=$(free_port)
     while [ "$METRICS_PORT" = "$API_PORT" ]; do METRICS_PORT=$(free_port); done

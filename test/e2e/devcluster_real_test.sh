@@ -28,6 +28,7 @@ BB=registry.devcluster.test/e2e/busybox:1
 fail() {
     printf 'FAIL: %s\n' "$*" >&2
     real_node_logs "$DIR" >&2
+    fail_summary "$*"
     exit 1
 }
 k() { "$KUBECTL" --kubeconfig "$DIR/kubeconfig" --request-timeout=30s "$@"; }

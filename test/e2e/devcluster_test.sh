@@ -21,6 +21,7 @@ NODES=2
 fail() {
     printf 'FAIL: %s\n' "$*" >&2
     [ -f "$DIR/devcluster.log" ] && { echo "--- tail of devcluster.log" >&2; tail -40 "$DIR/devcluster.log" >&2; }
+    fail_summary "$*"
     exit 1
 }
 k() { "$KUBECTL" --kubeconfig "$DIR/kubeconfig" --request-timeout=30s "$@"; }

@@ -21,13 +21,8 @@ declare -A OP_PID OP_METRICS OP_API PROXY_PID PROXY_CTL
 OP_WRAP=()
 FAULT_T0=$SECONDS
 
-# fault_init NAME: a work directory of the scenario's own, and the traps.
-fault_init() {
-    mkdir -p "${KOP_TEST_TMP:-/tmp}"
-    WORK=$(mktemp -d "${KOP_TEST_TMP:-/tmp}/$1.XXXXXX")
-    DIR=$WORK/cluster
-    trap fault_cleanup EXIT
-}
+# fault_init NAME: the work directory (lib.sh's e2e_init) and the traps.
+fault_init() { e2e_init "$1" fault_stop_processes; }
 
 # fail WORDS: say why, show the end of every operator's and proxy's log, stop.
 fail() {
@@ -38,23 +33,16 @@ fail() {
         printf -- '--- %s (tail)\n' "${f##*/}" >&2
         tail -25 "$f" >&2
     done
+    fail_summary "$*"
     exit 1
 }
 
-fault_cleanup() {
+fault_stop_processes() {
     local n
     for n in "${!OP_PID[@]}"; do kill -9 "${OP_PID[$n]}" 2>/dev/null || true; done
     for n in "${!PROXY_PID[@]}"; do kill "${PROXY_PID[$n]}" 2>/dev/null || true; done
-    "$DEVCLUSTER" stop --dir "$DIR" >/dev/null 2>&1 || true
-    if [ "${KOP_TEST_KEEP:-0}" = 1 ]; then
-        echo "kept $WORK"
-    else
-        rm -rf "$WORK"
-    fi
 }
 
-k() { "$KUBECTL" --kubeconfig "$DIR/kubeconfig" --request-timeout=30s "$@"; }
-kc() { k -n ctf "$@"; }
 check() { python3 "$E2E/ctf_check.py" --kubectl "$KUBECTL" --kubeconfig "$DIR/kubeconfig" "$@"; }
 elapsed() { echo $((SECONDS - FAULT_T0)); }
 
@@ -63,29 +51,10 @@ elapsed() { echo $((SECONDS - FAULT_T0)); }
 # service account, talking to the apiserver directly.
 cluster_up() {
     "$DEVCLUSTER" start --dir "$DIR" --nodes 2 "$@" >/dev/null || fail "devcluster start"
-    k apply -k "$SRC/config/rbac" >/dev/null
-    k apply -k "$SRC/config/crd" >/dev/null
-    k wait --for=condition=Established crd/challenges.ctf.kopc.io crd/challengedefinitions.ctf.kopc.io \
-        --timeout=60s >/dev/null || fail "CRDs not Established"
-    wait_for 60 "CRDs served" k get chaldef -A
-    k apply -k "$SRC/config/samples" >/dev/null
-    kc delete chal --all >/dev/null # the samples' own Challenge: tests make their own
+    ctf_rbac_and_samples
     APISERVER=$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')
     APISERVER_HOSTPORT=${APISERVER#https://}
-    SA_TOKEN=$(k -n kopc-system create token kopc-ctf-operator --duration=6h)
-    sa_kubeconfig "$WORK/operator.kubeconfig" "$APISERVER" "$DIR/ca.crt"
-}
-
-# sa_kubeconfig PATH SERVER CA: a kubeconfig for the operator's service account.
-sa_kubeconfig() {
-    cat >"$1" <<EOF
-apiVersion: v1
-kind: Config
-clusters: [{name: dev, cluster: {server: "$2", certificate-authority: "$3"}}]
-users: [{name: operator, user: {token: "$SA_TOKEN"}}]
-contexts: [{name: operator, context: {cluster: dev, user: operator, namespace: kopc-system}}]
-current-context: operator
-EOF
+    sa_kubeconfig "$WORK/operator.kubeconfig"
 }
 
 # spawn_op NAME [KUBECONFIG [ARGS...]]: run an operator replica in the

@@ -24,6 +24,7 @@ pids=()
 fail() {
     printf 'FAIL: %s\n' "$*" >&2
     for f in "$WORK"/op*.log; do [ -f "$f" ] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done
+    fail_summary "$*"
     exit 1
 }
 k() { "$KUBECTL" --kubeconfig "$DIR/kubeconfig" --request-timeout=30s "$@"; }

@@ -24,12 +24,7 @@ OP_IMAGE=registry.devcluster.test/kopc/ctf-operator
 PF_PID=
 OP_NS=
 
-install_init() {
-    mkdir -p "${KOP_TEST_TMP:-/tmp}"
-    WORK=$(mktemp -d "${KOP_TEST_TMP:-/tmp}/$1.XXXXXX")
-    DIR=$WORK/cluster
-    trap install_cleanup EXIT
-}
+install_init() { e2e_init "$1" install_stop_forward; }
 
 fail() {
     printf 'FAIL: %s\n' "$*" >&2
@@ -39,16 +34,13 @@ fail() {
         k -n "$OP_NS" logs -l app.kubernetes.io/component=operator --tail=30 --prefix >&2 2>&1 || true
     fi
     real_node_logs "$DIR" >&2
+    fail_summary "$*"
     exit 1
 }
 
-install_cleanup() {
+install_stop_forward() {
     [ -n "$PF_PID" ] && kill "$PF_PID" 2>/dev/null || true
-    "$DEVCLUSTER" stop --dir "$DIR" >/dev/null 2>&1 || true
-    if [ "${KOP_TEST_KEEP:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
-
-k() { "$KUBECTL" --kubeconfig "$DIR/kubeconfig" --request-timeout=30s "$@"; }
 
 # real_cluster: a devcluster with one real node and the images the
 # operator and the samples run.

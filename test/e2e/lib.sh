@@ -1,5 +1,8 @@
-# lib.sh - what every e2e scenario shares; sourced, not run. Each scenario
-# defines fail() (which knows what logs to show), k() and cleanup() itself.
+# lib.sh - what every e2e scenario shares; sourced, not run: the prologue
+# (a work directory, a devcluster, the CRDs, the token Secrets, the
+# operator's service-account kubeconfig) and the helpers. Each scenario
+# defines fail() itself (it knows which logs to show) and may name a
+# cleanup function of its own for e2e_init, run before the cluster stops.
 
 passed=0
 
@@ -38,4 +41,81 @@ real_node_logs() {
         # A push asks the registry for what it lacks; those 404s are not news.
         grep -Ev 'err.code="(manifest|blob) unknown"' "$f" | tail -25
     done
+}
+
+# e2e_init NAME [CLEANUP]: a fresh $WORK under $KOP_TEST_TMP with the
+# cluster's directory $DIR. At exit CLEANUP runs (the scenario's own
+# processes), then the cluster stops and $WORK goes (KOP_TEST_KEEP=1 keeps it).
+e2e_init() {
+    mkdir -p "${KOP_TEST_TMP:-/tmp}"
+    WORK=$(mktemp -d "${KOP_TEST_TMP:-/tmp}/$1.XXXXXX")
+    DIR=$WORK/cluster
+    E2E_CLEANUP=${2:-}
+    trap e2e_cleanup EXIT
+}
+
+e2e_cleanup() {
+    if [ -n "${E2E_CLEANUP:-}" ]; then "$E2E_CLEANUP" || true; fi
+    "$DEVCLUSTER" stop --dir "$DIR" >/dev/null 2>&1 || true
+    if [ "${KOP_TEST_KEEP:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
+}
+
+# k / kc: kubectl on the scenario's cluster (kc: in the namespace ctf).
+k() { "$KUBECTL" --kubeconfig "$DIR/kubeconfig" --request-timeout=30s "$@"; }
+kc() { k -n ctf "$@"; }
+
+# fail_summary WORDS: the failure once more, last, after the logs a fail()
+# showed, so that whoever reads only the end of the output sees why.
+fail_summary() { printf 'FAIL (summary): %s\n' "$*" >&2; }
+
+# ctf_crds: the CTF's CRDs, Established and served.
+ctf_crds() {
+    k apply -k "$SRC/config/crd" >/dev/null
+    k wait --for=condition=Established crd/challenges.ctf.kopc.io crd/challengedefinitions.ctf.kopc.io \
+        --timeout=60s >/dev/null || fail "CRDs not Established"
+    wait_for 60 "CRDs served" k get chaldef -A
+}
+
+# ctf_rbac_and_samples: the operator's RBAC (which makes kopc-system), the
+# CRDs and the samples' definitions (without the samples' own Challenge:
+# scenarios make their own).
+ctf_rbac_and_samples() {
+    k apply -k "$SRC/config/rbac" >/dev/null
+    ctf_crds
+    k apply -k "$SRC/config/samples" >/dev/null
+    kc delete chal --all >/dev/null
+}
+
+# ctf_token_secrets TEAM...: the API's token Secrets in kopc-system, one
+# admin token and one per TEAM: $ADMIN_TOKEN, ${TOKENS[team]} and
+# $TEAM_TOKENS (the same as a JSON object).
+declare -A TOKENS
+ctf_token_secrets() {
+    local t args=()
+    ADMIN_TOKEN=$(openssl rand -hex 24)
+    for t in "$@"; do
+        TOKENS[$t]=$(openssl rand -hex 24)
+        args+=("--from-literal=$t=${TOKENS[$t]}")
+    done
+    k -n kopc-system create secret generic ctf-api-admin --from-literal=token="$ADMIN_TOKEN" >/dev/null
+    k -n kopc-system create secret generic ctf-team-tokens "${args[@]}" >/dev/null
+    TEAM_TOKENS=$(for t in "${!TOKENS[@]}"; do printf '%s\n%s\n' "$t" "${TOKENS[$t]}"; done |
+        python3 -c 'import json,sys; l=sys.stdin.read().split(); print(json.dumps(dict(zip(l[::2], l[1::2]))))')
+}
+
+# sa_kubeconfig PATH [SERVER [CA]]: a kubeconfig for the operator's service
+# account (config/rbac), for the cluster's apiserver unless SERVER (a proxy
+# in front of it) is given. The token is made once, in $SA_TOKEN.
+sa_kubeconfig() {
+    local server=${2:-} ca=${3:-$DIR/ca.crt}
+    [ -n "$server" ] || server=$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+    [ -n "${SA_TOKEN:-}" ] || SA_TOKEN=$(k -n kopc-system create token kopc-ctf-operator --duration=6h)
+    cat >"$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: dev, cluster: {server: "$server", certificate-authority: "$ca"}}]
+users: [{name: operator, user: {token: "$SA_TOKEN"}}]
+contexts: [{name: operator, context: {cluster: dev, user: operator, namespace: kopc-system}}]
+current-context: operator
+EOF
 }
