@@ -2,7 +2,7 @@
 # ctf_page_test.sh - the participant page in headless Chromium against the
 # real CTF operator on a devcluster with a real node: a team signs in,
 # creates a server, sees it start (the sample web challenge, whose program
-# waits 6 s before it listens) and run with an endpoint, follows that
+# waits 15 s before it listens) and run with an endpoint, follows that
 # endpoint to the running challenge and reads its flag behind the path
 # robots.txt names, reloads, extends, rides out a restart of the operator
 # (the page reconnects and takes the state from the new snapshot), stops it
@@ -27,26 +27,20 @@ CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 NODE=${NODE:-node}
 ARTIFACTS=${KOP_ARTIFACTS:-$SRC/build/test-artifacts/page}
 PAGE_DIR=$SRC/test/e2e/page
-mkdir -p "${KOP_TEST_TMP:-/tmp}"
-WORK=$(mktemp -d "${KOP_TEST_TMP:-/tmp}/page.XXXXXX")
-DIR=$WORK/cluster
+e2e_init page stop_processes
 op_pid=
 node_pid=
-
 fail() {
     printf 'FAIL: %s\n' "$*" >&2
     [ -f "$WORK/op.log" ] && { echo "--- operator log (tail)" >&2; tail -40 "$WORK/op.log" >&2; }
     real_node_logs "$DIR" >&2
+    fail_summary "$*"
     exit 1
 }
-k() { "$KUBECTL" --kubeconfig "$DIR/kubeconfig" --request-timeout=30s "$@"; }
-cleanup() {
+stop_processes() {
     [ -n "$node_pid" ] && kill "$node_pid" 2>/dev/null || true
     [ -n "$op_pid" ] && kill -9 "$op_pid" 2>/dev/null || true
-    "$DEVCLUSTER" stop --dir "$DIR" >/dev/null 2>&1 || true
-    rm -rf "$WORK"
 }
-trap cleanup EXIT
 
 log "what the browser test needs"
 [ -x "$CHROMIUM" ] || fail "no Chromium at $CHROMIUM: tools/install-deps.sh installs the Debian package chromium"
@@ -60,17 +54,12 @@ log "cluster with a real node, CRDs, namespaces, tokens, a slow-starting web cha
 NODE_IP=$(k get node real-node-0 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
 "$SRC/tools/images.sh" "$DIR" webflag >/dev/null || fail "tools/images.sh webflag"
 VERSION=$(sed -n 's/^project(kopc VERSION \([0-9.]*\).*/\1/p' "$SRC/CMakeLists.txt")
-k apply -k "$SRC/config/crd" >/dev/null
-k wait --for=condition=Established crd/challenges.ctf.kopc.io crd/challengedefinitions.ctf.kopc.io --timeout=60s >/dev/null ||
-    fail "CRDs not Established"
+ctf_crds
 k create namespace ctf >/dev/null
 k create namespace kopc-system >/dev/null
 TEAM=team-a
-TOKEN=$(openssl rand -hex 32)
-ADMIN_TOKEN=$(openssl rand -hex 32)
-k -n kopc-system create secret generic ctf-api-admin --from-literal=token="$ADMIN_TOKEN" >/dev/null
-k -n kopc-system create secret generic ctf-team-tokens \
-    --from-literal="$TEAM=$TOKEN" --from-literal=team-b="$(openssl rand -hex 32)" >/dev/null
+ctf_token_secrets "$TEAM" team-b
+TOKEN=${TOKENS[$TEAM]}
 k apply -f - >/dev/null <<EOF
 apiVersion: ctf.kopc.io/v1alpha1
 kind: ChallengeDefinition
@@ -88,7 +77,7 @@ spec:
       containers:
       - name: web
         image: registry.devcluster.test/kopc/ctf-webflag:$VERSION
-        command: [/bin/sh, -c, "sleep 6; exec /usr/local/bin/ctf-webflag"]
+        command: [/bin/sh, -c, "sleep 15; exec /usr/local/bin/ctf-webflag"]
         ports:
         - containerPort: 8080
   expose:

@@ -102,6 +102,24 @@ async function operator(what) {
   }
 }
 
+// gotoSoon(tab, url): tab.goto, again while the connection is refused, for
+// up to 10 s. Running means the Service has a ready endpoint; kube-proxy
+// programs the node port a moment after it hears of that endpoint (about a
+// second, longer on a loaded machine), so the first click may come before
+// the rule. The challenge's program waits 15 s before it listens, so had
+// Running come before it answered, the 10 s here would not cover it.
+async function gotoSoon(tab, url) {
+  const end = Date.now() + 10_000;
+  for (;;) {
+    try {
+      return await tab.goto(url);
+    } catch (err) {
+      if (!/ERR_CONNECTION_REFUSED/.test(err.message) || Date.now() > end) throw err;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
+
 async function waitState(state, timeout = LONG) {
   await page.waitForSelector(`[data-challenge="${CHALLENGE}"][data-state="${state}"]`, { timeout });
 }
@@ -225,7 +243,7 @@ async function run(context) {
     await step('the endpoint the page shows leads to the running challenge and its flag', async () => {
       const tab = await page.context().newPage();
       try {
-        const front = await tab.goto(endpoint);
+        const front = await gotoSoon(tab, endpoint);
         assert(front && front.ok(), `GET ${endpoint}: ${front && front.status()}`);
         await tab.getByRole('heading', { name: 'Nothing to see here' }).waitFor();
         await tab.screenshot({ path: path.join(ARTIFACTS, `${String(++shot).padStart(2, '0')}-challenge.png`) });
