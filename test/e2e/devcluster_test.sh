@@ -83,7 +83,10 @@ for table in ("/proc/net/tcp", "/proc/net/tcp6"):
                 continue
             listening += 1
             addr = local.split(":")[0]
-            if addr not in ("0100007F", "00000000000000000000000001000000"):
+            # 127.0.0.0/8 (little-endian hex: ends in 7F; the apiserver's
+            # private address is 127.0.0.2) or ::1.
+            v4_loopback = len(addr) == 8 and addr.endswith("7F")
+            if not v4_loopback and addr != "00000000000000000000000001000000":
                 bad.append(local)
 print(f"{listening} listening sockets, non-loopback: {bad}")
 sys.exit(1 if bad or listening == 0 else 0)

@@ -263,16 +263,23 @@ func serve(o options, ready *readySignal) error {
 	var nodeComps []component
 	defer func() { nodeCancel(); waitAll(nodeComps, nodeStopTimeout+10*time.Second) }()
 
-	apiserver, err := startAPIServer(compCtx, o, st, p, plan)
+	apiserver, gate, err := startAPIServer(compCtx, o, st, p, plan)
 	if err != nil {
 		return err
 	}
 	comps = append(comps, apiserver)
-	admin, err := clientFor(p.path("admin.kubeconfig"))
+	private, err := privateClientFor(p.path("admin.kubeconfig"), gate.privateAddr())
 	if err != nil {
 		return err
 	}
-	if err := waitAPIServer(ctx, admin, apiserver, etcd); err != nil {
+	if err := waitAPIServer(ctx, private, apiserver, etcd); err != nil {
+		return err
+	}
+	if err := gate.open(); err != nil {
+		return fmt.Errorf("kube-apiserver: %w", err)
+	}
+	admin, err := clientFor(p.path("admin.kubeconfig"))
+	if err != nil {
 		return err
 	}
 	klog.Infof("devcluster: apiserver ready on %s", server)
@@ -399,6 +406,18 @@ func clientFor(kubeconfig string) (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
+// privateClientFor is clientFor, talking to the apiserver's private address
+// (listen.go) and verifying its certificate as 127.0.0.1's.
+func privateClientFor(kubeconfig, hostport string) (*kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Host = "https://" + hostport
+	cfg.TLSClientConfig.ServerName = "127.0.0.1"
+	return kubernetes.NewForConfig(cfg)
+}
+
 // startEtcd starts a single-member etcd whose data lives in DIR/etcd.
 // fsync is off: this is a disposable development cluster, a clean stop
 // still flushes everything, and it triples the write rate on slow disks.
@@ -441,7 +460,7 @@ func parseFlags(name string, sets map[string]*pflag.FlagSet, args []string) erro
 	return fs.Parse(args)
 }
 
-func startAPIServer(ctx context.Context, o options, st state, p pki, plan *netplan) (component, error) {
+func startAPIServer(ctx context.Context, o options, st state, p pki, plan *netplan) (component, *gatedListener, error) {
 	s := apiserveroptions.NewServerRunOptions()
 	dir := o.dir
 	args := []string{
@@ -484,28 +503,34 @@ func startAPIServer(ctx context.Context, o options, st state, p pki, plan *netpl
 	}
 	args = append(args, o.apiserverArgs...)
 	if err := parseFlags("kube-apiserver", s.Flags().FlagSets, args); err != nil {
-		return component{}, fmt.Errorf("kube-apiserver flags: %w", err)
+		return component{}, nil, fmt.Errorf("kube-apiserver flags: %w", err)
 	}
+	// The apiserver starts on its private address; run opens the public
+	// ones (loopback for this machine's clients, the bridge for the nodes
+	// and pods) once it is ready. See listen.go.
+	public := []net.IP{net.IPv4(127, 0, 0, 1)}
 	if plan != nil {
-		// One server, two addresses: loopback for this machine's clients (the
-		// kubeconfigs say 127.0.0.1) and the bridge for the nodes and pods.
-		l, err := listenBoth(st.APIServerPort, plan.gateway())
-		if err != nil {
-			return component{}, fmt.Errorf("kube-apiserver: %w", err)
-		}
-		s.SecureServing.Listener = l
+		public = append(public, plan.gateway())
 	}
+	gate, err := newGatedListener(st.APIServerPort, public...)
+	if err != nil {
+		return component{}, nil, fmt.Errorf("kube-apiserver: %w", err)
+	}
+	s.SecureServing.Listener = gate
 	if err := s.GenericServerRunOptions.ComponentGlobalsRegistry.Set(); err != nil {
-		return component{}, fmt.Errorf("kube-apiserver: %w", err)
+		gate.Close()
+		return component{}, nil, fmt.Errorf("kube-apiserver: %w", err)
 	}
 	completed, err := s.Complete(ctx)
 	if err != nil {
-		return component{}, fmt.Errorf("kube-apiserver: %w", err)
+		gate.Close()
+		return component{}, nil, fmt.Errorf("kube-apiserver: %w", err)
 	}
 	if errs := completed.Validate(); len(errs) != 0 {
-		return component{}, fmt.Errorf("kube-apiserver: %w", utilerrors.NewAggregate(errs))
+		gate.Close()
+		return component{}, nil, fmt.Errorf("kube-apiserver: %w", utilerrors.NewAggregate(errs))
 	}
-	return goComponent("kube-apiserver", func() error { return apiserverapp.Run(ctx, completed) }), nil
+	return goComponent("kube-apiserver", func() error { return apiserverapp.Run(ctx, completed) }), gate, nil
 }
 
 // waitAPIServer polls /readyz until it answers ok, the apiserver or etcd
