@@ -77,6 +77,8 @@ log "cluster, RBAC, the operator as its service account installing its CRDs"
 "$DEVCLUSTER" start --dir "$DIR" --nodes 2 >/dev/null || fail "devcluster start"
 k apply -k "$SRC/config/rbac" >/dev/null
 k apply -f "$SRC/config/rbac/crd_installer_role.yaml" >/dev/null
+ctf_rbac_in_force
+rbac_in_force patch customresourcedefinitions.apiextensions.k8s.io
 sa_kubeconfig "$WORK/operator.kubeconfig"
 PORT=$(free_port)
 start_operator

@@ -76,11 +76,29 @@ ctf_crds() {
     wait_for 60 "CRDs served" k get chaldef -A
 }
 
+# rbac_in_force VERB RESOURCE [KUBECTL-ARGS...]: wait until the apiserver's
+# authorizer lets the operator's service account do VERB on RESOURCE. A
+# Role or binding just written takes a moment to reach the authorizer's
+# cache; an operator started before that meets a 403 its RBAC does not
+# deserve, and the scenarios count every Forbidden.
+rbac_in_force() {
+    wait_for 60 "RBAC: $1 $2 allowed" \
+        k auth can-i "$1" "$2" --as=system:serviceaccount:kopc-system:kopc-ctf-operator "${@:3}"
+}
+
+# ctf_rbac_in_force: config/rbac's ClusterRole (one object: one of its
+# rules allowed means all are) and leader-election Role are in force.
+ctf_rbac_in_force() {
+    rbac_in_force watch pods
+    rbac_in_force update leases.coordination.k8s.io -n kopc-system
+}
+
 # ctf_rbac_and_samples: the operator's RBAC (which makes kopc-system), the
 # CRDs and the samples' definitions (without the samples' own Challenge:
 # scenarios make their own).
 ctf_rbac_and_samples() {
     k apply -k "$SRC/config/rbac" >/dev/null
+    ctf_rbac_in_force
     ctf_crds
     k apply -k "$SRC/config/samples" >/dev/null
     kc delete chal --all >/dev/null
