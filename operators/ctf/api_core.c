@@ -149,6 +149,8 @@ bool ctf_route_allows(const ctf_route *r, const char *method)
     if (strcmp(method, "HEAD") == 0)
         method = "GET";
     size_t n = strlen(method);
+    if (n == 0) /* strstr(p, "") is p: the loop below would never advance */
+        return false;
     for (const char *p = r->allow; (p = strstr(p, method)); p += n)
         if ((p == r->allow || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0'))
             return true;

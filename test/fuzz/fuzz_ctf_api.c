@@ -9,6 +9,7 @@
  *   1  a PUT body for ctf_api_parse_put, and the same for ctf_api_parse_empty
  *   2  an Authorization header value for ctf_api_bearer
  *   3  a Challenge (JSON) for ctf_api_state / ctf_api_instance_view / the key
+ *   4  an HTTP method for ctf_route_allows, on each kind of route
  * Invariants checked, abort() on violation:
  *  - a parsed route names a valid team (a DNS label) and challenge (a DNS
  *    subdomain) or none, and always has a name and allowed methods; a
@@ -19,9 +20,12 @@
  *  - an extracted token is 1..CTF_API_TOKEN_MAX visible ASCII bytes that
  *    occur in the header;
  *  - a view is an object whose state is the one ctf_api_state derives, of
- *    the four a Challenge can be in; its event is exactly three lines.
+ *    the four a Challenge can be in; its event is exactly three lines;
+ *  - ctf_route_allows returns for any method (the empty one too) and says
+ *    yes exactly for a method the route's Allow value lists (HEAD as GET).
  */
 #include "fuzz_check.h"
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +115,32 @@ static void view(const char *s, size_t n)
     json_decref(chal);
 }
 
+/* listed: m is one of the comma-separated methods of allow. */
+static bool listed(const char *allow, const char *m)
+{
+    size_t n = strlen(m);
+    for (const char *p = allow; *p;) {
+        size_t len = strcspn(p, ", ");
+        if (n && len == n && memcmp(p, m, n) == 0)
+            return true;
+        p += len;
+        p += strspn(p, ", ");
+    }
+    return false;
+}
+
+static void method(const char *m)
+{
+    static const char *const paths[] = {"/api/v1/challenges", "/api/v1/teams/a/instances/web",
+                                        "/api/v1/teams/a/instances/web/renew"};
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+        ctf_route r;
+        FUZZ_CHECK(ctf_route_parse(paths[i], &r, NULL) == KOP_OK);
+        const char *as = strcmp(m, "HEAD") == 0 ? "GET" : m;
+        FUZZ_CHECK(ctf_route_allows(&r, m) == listed(r.allow, as));
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -122,7 +152,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(s, data + 1, size - 1);
     s[size - 1] = '\0';
-    switch (data[0] % 4) {
+    switch (data[0] % 5) {
     case 0:
         route(s);
         break;
@@ -132,8 +162,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 2:
         bearer(s);
         break;
-    default:
+    case 3:
         view(s, size - 1);
+        break;
+    default:
+        method(s);
     }
     free(s);
     return 0;

@@ -109,6 +109,9 @@ static void test_route_allows(void **state)
     assert_false(ctf_route_allows(&r, "PATCH"));
     assert_false(ctf_route_allows(&r, "PU")); /* a prefix of a method is not one */
     assert_false(ctf_route_allows(&r, "ET"));
+    assert_false(ctf_route_allows(&r, "")); /* looped forever before 0.2 */
+    assert_false(ctf_route_allows(&r, "GET,"));
+    assert_false(ctf_route_allows(&r, " GET"));
     assert_int_equal(ctf_route_parse("/api/v1/teams/a/instances/web/renew", &r, NULL), KOP_OK);
     assert_true(ctf_route_allows(&r, "POST"));
     assert_false(ctf_route_allows(&r, "GET"));
