@@ -179,6 +179,14 @@ static void test_stale_update_conflicts(void **state)
     json_decref(copy);
 }
 
+/* patch_cm patches the ConfigMap NAME of the test namespace. */
+static kop_err patch_cm(const char *name, kop_patch_type type, json_t *patch, kop_write_opts o,
+                        json_t **out, kop_status *st)
+{
+    kop_patch_req rq = {.target = {&CONFIGMAPS, ns, name}, .type = type, .patch = patch, .opts = o};
+    return kop_patch_object(client, &rq, out, st);
+}
+
 static void test_merge_patch_keeps_fields(void **state)
 {
     (void)state;
@@ -187,11 +195,7 @@ static void test_merge_patch_keeps_fields(void **state)
                            "ConfigMap", "metadata", "name", "merge", "data", "a", "1", "b", "2");
     assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, NULL, &st), KOP_OK);
     json_t *patch = json_pack("{s:{s:s}}", "data", "c", "3"), *out = NULL;
-    assert_int_equal(kop_patch_object(client,
-                                      &(kop_patch_req){.target = {&CONFIGMAPS, ns, "merge"},
-                                                       .type = KOP_PATCH_MERGE,
-                                                       .patch = patch},
-                                      &out, &st),
+    assert_int_equal(patch_cm("merge", KOP_PATCH_MERGE, patch, (kop_write_opts){0}, &out, &st),
                      KOP_OK);
     json_t *data = json_object_get(out, "data");
     assert_string_equal(json_string_value(json_object_get(data, "a")), "1");
@@ -202,11 +206,7 @@ static void test_merge_patch_keeps_fields(void **state)
     /* A JSON patch whose test fails changes nothing and is refused. */
     json_t *jp = json_pack("[{s:s, s:s, s:s}, {s:s, s:s}]", "op", "test", "path", "/data/a",
                            "value", "wrong", "op", "remove", "path", "/data/b");
-    assert_int_not_equal(kop_patch_object(client,
-                                          &(kop_patch_req){.target = {&CONFIGMAPS, ns, "merge"},
-                                                           .type = KOP_PATCH_JSON,
-                                                           .patch = jp},
-                                          NULL, &st),
+    assert_int_not_equal(patch_cm("merge", KOP_PATCH_JSON, jp, (kop_write_opts){0}, NULL, &st),
                          KOP_OK);
     assert_int_equal(kop_get(client, &CONFIGMAPS, ns, "merge", &out, &st), KOP_OK);
     assert_non_null(json_object_get(json_object_get(out, "data"), "b"));
@@ -222,26 +222,14 @@ static void test_server_side_apply(void **state)
     kop_status st;
     kop_write_opts o = {.field_manager = "kopc-test", .force = true};
     json_t *cm = configmap("applied", "a", "1"), *out = NULL;
-    assert_int_equal(kop_patch_object(client,
-                                      &(kop_patch_req){.target = {&CONFIGMAPS, ns, "applied"},
-                                                       .type = KOP_PATCH_APPLY,
-                                                       .patch = cm,
-                                                       .opts = o},
-                                      &out, &st),
-                     KOP_OK);
+    assert_int_equal(patch_cm("applied", KOP_PATCH_APPLY, cm, o, &out, &st), KOP_OK);
     const char *uid = json_string_value(json_object_get(json_object_get(out, "metadata"), "uid"));
     assert_non_null(uid);
     char *uid1 = strdup(uid);
     json_decref(out);
 
     json_object_set_new(json_object_get(cm, "data"), "a", json_string("2"));
-    assert_int_equal(kop_patch_object(client,
-                                      &(kop_patch_req){.target = {&CONFIGMAPS, ns, "applied"},
-                                                       .type = KOP_PATCH_APPLY,
-                                                       .patch = cm,
-                                                       .opts = o},
-                                      &out, &st),
-                     KOP_OK);
+    assert_int_equal(patch_cm("applied", KOP_PATCH_APPLY, cm, o, &out, &st), KOP_OK);
     json_t *meta = json_object_get(out, "metadata");
     assert_string_equal(json_string_value(json_object_get(meta, "uid")), uid1);
     assert_string_equal(json_string_value(json_object_get(json_object_get(out, "data"), "a")), "2");
@@ -252,11 +240,7 @@ static void test_server_side_apply(void **state)
     json_decref(out);
 
     /* Apply without a field manager is refused before anything is sent. */
-    assert_int_equal(kop_patch_object(client,
-                                      &(kop_patch_req){.target = {&CONFIGMAPS, ns, "applied"},
-                                                       .type = KOP_PATCH_APPLY,
-                                                       .patch = cm},
-                                      NULL, &st),
+    assert_int_equal(patch_cm("applied", KOP_PATCH_APPLY, cm, (kop_write_opts){0}, NULL, &st),
                      KOP_EINVAL);
     json_decref(cm);
 }
