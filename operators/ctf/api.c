@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include <kop/http.h>
+#include <openssl/crypto.h>
 
 #include "api_internal.h"
 
@@ -34,8 +35,11 @@ static bool is_api(const ctf_route *r)
     return r->kind != CTF_ROUTE_ASSET && r->kind != CTF_ROUTE_OPENAPI;
 }
 
+/* is_write: the request changes the cluster (a flag check is a POST that does not). */
 static bool is_write(const request *rq)
 {
+    if (rq->route.kind == CTF_ROUTE_FLAG)
+        return false;
     return strcmp(rq->method, "PUT") == 0 || strcmp(rq->method, "DELETE") == 0 ||
            strcmp(rq->method, "POST") == 0;
 }
@@ -75,6 +79,11 @@ static bool check_headers(ctf_api *api, struct MHD_Connection *conn, request *rq
                                   NULL);
         return false;
     }
+    if (rq->route.kind == CTF_ROUTE_FLAG && !rq->who.admin) {
+        *ret = ctf_api_send_error(api, conn, rq, 403, "Forbidden",
+                                  "only the admin token may check flags", NULL);
+        return false;
+    }
     if (!ctf_route_allows(&rq->route, rq->method)) {
         const char *h[] = {"Allow", rq->route.allow, NULL};
         *ret = ctf_api_send_error(api, conn, rq, 405, "MethodNotAllowed",
@@ -103,6 +112,7 @@ static enum MHD_Result dispatch(ctf_api *api, struct MHD_Connection *conn, reque
 {
     kop_status st;
     ctf_put_body put;
+    ctf_flag_body flag;
     int retry_s = 1;
     kop_status_clear(&st);
 
@@ -114,7 +124,9 @@ static enum MHD_Result dispatch(ctf_api *api, struct MHD_Connection *conn, reque
     if (rq->route.kind == CTF_ROUTE_OPENAPI)
         return ctf_api_send_asset(api, conn, rq, "openapi.json");
     bool is_put = strcmp(rq->method, "PUT") == 0;
+    bool is_flag = rq->route.kind == CTF_ROUTE_FLAG;
     kop_err err = is_put         ? ctf_api_parse_put(rq->body.data, rq->body.len, &put, &st)
+                  : is_flag      ? ctf_api_parse_flag(rq->body.data, rq->body.len, &flag, &st)
                   : is_write(rq) ? ctf_api_parse_empty(rq->body.data, rq->body.len, &st)
                                  : KOP_OK;
     if (err)
@@ -140,6 +152,11 @@ static enum MHD_Result dispatch(ctf_api *api, struct MHD_Connection *conn, reque
         return ctf_api_get_events(api, conn, rq);
     case CTF_ROUTE_RENEW:
         return ctf_api_renew_instance(api, conn, rq);
+    case CTF_ROUTE_FLAG: {
+        enum MHD_Result r = ctf_api_check_flag(api, conn, rq, flag.flag);
+        OPENSSL_cleanse(flag.flag, sizeof flag.flag);
+        return r;
+    }
     default:
         break;
     }

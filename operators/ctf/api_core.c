@@ -63,13 +63,18 @@ static void route_set(ctf_route *r, ctf_route_kind kind, const char *name, const
     r->allow = allow;
 }
 
-/* team_route parses what follows /api/v1/teams/: {team}/instances[/{challenge}[/renew]] or {team}/events. */
+/*
+ * team_route parses what follows /api/v1/teams/:
+ * {team}/instances[/{challenge}[/renew|/flag]] or {team}/events.
+ */
 static kop_err team_route(const char **seg, const size_t *len, size_t n, ctf_route *r,
                           kop_status *st)
 {
     bool events = n == 2 && len[1] == 6 && memcmp(seg[1], "events", 6) == 0;
     bool instances = n >= 2 && n <= 4 && len[1] == 9 && memcmp(seg[1], "instances", 9) == 0;
-    if (n == 4 && !(len[3] == 5 && memcmp(seg[3], "renew", 5) == 0))
+    bool renew = n == 4 && len[3] == 5 && memcmp(seg[3], "renew", 5) == 0;
+    bool flag = n == 4 && len[3] == 4 && memcmp(seg[3], "flag", 4) == 0;
+    if (n == 4 && !renew && !flag)
         instances = false;
     if (!events && !instances)
         return KOP_ENOTFOUND;
@@ -93,8 +98,10 @@ static kop_err team_route(const char **seg, const size_t *len, size_t n, ctf_rou
         route_set(r, CTF_ROUTE_INSTANCES, "instances", GET_ONLY);
     else if (n == 3)
         route_set(r, CTF_ROUTE_INSTANCE, "instance", "GET, HEAD, PUT, DELETE");
-    else
+    else if (renew)
         route_set(r, CTF_ROUTE_RENEW, "renew", "POST");
+    else
+        route_set(r, CTF_ROUTE_FLAG, "flag", "POST");
     return KOP_OK;
 }
 
@@ -236,6 +243,32 @@ kop_err ctf_api_parse_put(const char *body, size_t len, ctf_put_body *out, kop_s
         }
         snprintf(out->expires_at, sizeof out->expires_at, "%s", s);
     }
+out:
+    json_decref(obj);
+    return err;
+}
+
+kop_err ctf_api_parse_flag(const char *body, size_t len, ctf_flag_body *out, kop_status *st)
+{
+    static const char *const known[] = {"flag", NULL};
+    json_t *obj = NULL;
+    kop_err err;
+
+    if (!out)
+        return KOP_EINVAL;
+    out->flag[0] = '\0';
+    if ((err = parse_object(body, len, &obj, st)) || (err = unknown_field(obj, known, st)))
+        goto out;
+    const json_t *flag = json_object_get(obj, "flag");
+    size_t n = json_is_string(flag) ? json_string_length(flag) : 0;
+    if (n == 0 || n > CTF_FLAG_MAX || strlen(json_string_value(flag)) != n) {
+        kop_status_setf(st, 400, "BadRequest",
+                        "the body must be {\"flag\": \"...\"}, a string of 1 to %d bytes",
+                        CTF_FLAG_MAX);
+        err = KOP_EINVAL;
+        goto out;
+    }
+    memcpy(out->flag, json_string_value(flag), n + 1);
 out:
     json_decref(obj);
     return err;

@@ -22,14 +22,15 @@
 
 /* What a request path names. */
 typedef enum ctf_route_kind {
-    CTF_ROUTE_ASSET = 1, /* the page: "/", "/app.js", ... (ctf_route.asset) */
-    CTF_ROUTE_OPENAPI,   /* /api/openapi.json */
-    CTF_ROUTE_WHOAMI,    /* /api/v1/whoami */
+    CTF_ROUTE_ASSET = 1,  /* the page: "/", "/app.js", ... (ctf_route.asset) */
+    CTF_ROUTE_OPENAPI,    /* /api/openapi.json */
+    CTF_ROUTE_WHOAMI,     /* /api/v1/whoami */
     CTF_ROUTE_CHALLENGES, /* /api/v1/challenges */
-    CTF_ROUTE_INSTANCES, /* /api/v1/teams/{team}/instances */
-    CTF_ROUTE_INSTANCE,  /* /api/v1/teams/{team}/instances/{challenge} */
-    CTF_ROUTE_RENEW,     /* /api/v1/teams/{team}/instances/{challenge}/renew */
-    CTF_ROUTE_EVENTS,    /* /api/v1/teams/{team}/events */
+    CTF_ROUTE_INSTANCES,  /* /api/v1/teams/{team}/instances */
+    CTF_ROUTE_INSTANCE,   /* /api/v1/teams/{team}/instances/{challenge} */
+    CTF_ROUTE_RENEW,      /* /api/v1/teams/{team}/instances/{challenge}/renew */
+    CTF_ROUTE_EVENTS,     /* /api/v1/teams/{team}/events */
+    CTF_ROUTE_FLAG,       /* /api/v1/teams/{team}/instances/{challenge}/flag (admin) */
 } ctf_route_kind;
 
 /* ctf_route: a parsed path. Plain value type. */
@@ -68,6 +69,22 @@ typedef struct ctf_put_body {
  */
 KOP_NODISCARD kop_err ctf_api_parse_put(const char *body, size_t len, ctf_put_body *out,
                                         kop_status *st);
+
+/* CTF_FLAG_MAX: the longest flag a check takes (a longer one is 400). */
+#define CTF_FLAG_MAX 1024
+
+/* ctf_flag_body: what a flag check carries, {"flag": "..."}. */
+typedef struct ctf_flag_body {
+    char flag[CTF_FLAG_MAX + 1];
+} ctf_flag_body;
+
+/*
+ * ctf_api_parse_flag reads a flag check's body: exactly {"flag": "<1 to
+ * CTF_FLAG_MAX bytes>"}. Anything else is KOP_EINVAL with a one-sentence
+ * message in st.
+ */
+KOP_NODISCARD kop_err ctf_api_parse_flag(const char *body, size_t len, ctf_flag_body *out,
+                                         kop_status *st);
 
 /* ctf_api_parse_empty reads a body that may only be empty, blank or "{}". */
 KOP_NODISCARD kop_err ctf_api_parse_empty(const char *body, size_t len, kop_status *st);

@@ -9,6 +9,7 @@
  *   api_read.c    reads from the caches: a team's Instances, the GET routes
  *   api_write.c   PUT (create), POST renew, DELETE (stop)
  *   api_stream.c  the event hub and the event streams
+ *   api_flag.c    the flag check (admin only)
  *
  * Locks: api->lock guards the hub, the stream counts and the buckets, and
  * is never held while calling into an informer.
@@ -156,6 +157,12 @@ enum MHD_Result ctf_api_put_instance(ctf_api *api, mhd_conn *conn, request *rq,
                                      const ctf_put_body *body);
 enum MHD_Result ctf_api_delete_instance(ctf_api *api, mhd_conn *conn, request *rq);
 enum MHD_Result ctf_api_renew_instance(ctf_api *api, mhd_conn *conn, request *rq);
+
+/* ---- api_flag.c ---- */
+
+/* ctf_api_check_flag answers {"correct": bool}: is submission the route's team's flag? */
+enum MHD_Result ctf_api_check_flag(ctf_api *api, mhd_conn *conn, request *rq,
+                                   const char *submission);
 
 /* ---- api_stream.c ---- */
 

@@ -152,6 +152,17 @@ void ctf_observe_instance(ctf_operator *op, const json_t *chal, const json_t *de
 /* ctf_created_at returns chal's creation time (now when it has none). */
 time_t ctf_created_at(const json_t *chal);
 
+/* ---- team_flag.c: a team's flag, from the definition and its key ---- */
+
+/*
+ * ctf_team_flag computes team's flag for def into *flag (owned: cleanse and
+ * free; NULL when the definition has none), reading a dynamic flag's HMAC
+ * key from its Secret now. KOP_EINVAL with st (reason InvalidDefinition)
+ * when the Secret or its key is missing or unusable; KOP_ENOMEM.
+ */
+KOP_NODISCARD kop_err ctf_team_flag(ctf_operator *op, const json_t *def, const char *team,
+                                    char **flag, kop_status *st);
+
 /* ---- status.c: writing what was observed ---- */
 
 /*

@@ -252,37 +252,11 @@ static bool read_flag(ctf_operator *op, const json_t *chal, const json_t *def, c
                       ctf_observation *o)
 {
     kop_status st;
-    unsigned char *key = NULL;
-    size_t key_len = 0;
-    const char *name = NULL, *k = NULL;
-    *flag = NULL;
-    if (ctf_flag_secret_ref(def, &name, &k)) {
-        json_t *secret = NULL;
-        if (!name || kop_get(kop_manager_client(op->mgr), &CTF_SECRETS, kop_meta_namespace(def),
-                             name, &secret, &st) != KOP_OK) {
-            ctf_observe_error(o, "InvalidDefinition", "flag key Secret %s not found",
-                              name ? name : "(unnamed)");
-            return false;
-        }
-        kop_err err = ctf_secret_value(secret, k ? k : "key", &key, &key_len);
-        json_decref(secret);
-        if (err) {
-            ctf_observe_error(o, "InvalidDefinition", "flag key Secret %s has no usable key \"%s\"",
-                              name, k ? k : "key");
-            return false;
-        }
-    }
-    kop_err err =
-        ctf_flag(def, kop_meta_name(def), ctf_str2(chal, "spec", "team"), key, key_len, flag, &st);
-    if (key) {
-        OPENSSL_cleanse(key, key_len);
-        free(key);
-    }
-    if (err) {
-        ctf_observe_error(o, "InvalidDefinition", "flag: %s", st.message);
-        return false;
-    }
-    return true;
+    kop_status_clear(&st);
+    if (ctf_team_flag(op, def, ctf_str2(chal, "spec", "team"), flag, &st) == KOP_OK)
+        return true;
+    ctf_observe_error(o, "InvalidDefinition", "%s", st.message);
+    return false;
 }
 
 /* apply_instance applies every child; false with o filled on a refusal. */

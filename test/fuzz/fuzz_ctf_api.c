@@ -7,6 +7,7 @@
  * Input layout: the first byte picks the parser, the rest is its input.
  *   0  a request path for ctf_route_parse (NUL-terminated copy)
  *   1  a PUT body for ctf_api_parse_put, and the same for ctf_api_parse_empty
+ *      and ctf_api_parse_flag
  *   2  an Authorization header value for ctf_api_bearer
  *   3  a Challenge (JSON) for ctf_api_state / ctf_api_instance_view / the key
  *   4  an HTTP method for ctf_route_allows, on each kind of route
@@ -16,7 +17,9 @@
  *    refused name is a 400 with a message;
  *  - an accepted PUT body's expiresAt is "" or a time ctf_parse_time reads;
  *    ctf_api_parse_empty never accepts what ctf_api_parse_put refuses;
- *    every refusal carries 400 or 413 and a message;
+ *    every refusal carries 400 or 413 and a message; an accepted flag
+ *    check holds 1..CTF_FLAG_MAX bytes with no NUL, and no body is both a
+ *    flag check and empty;
  *  - an extracted token is 1..CTF_API_TOKEN_MAX visible ASCII bytes that
  *    occur in the header;
  *  - a view is an object whose state is the one ctf_api_state derives, of
@@ -67,6 +70,15 @@ static void body(const char *s, size_t n)
     kop_status_clear(&st);
     kop_err empty = ctf_api_parse_empty(s, n, &st);
     FUZZ_CHECK(!(put && !empty));
+    ctf_flag_body f;
+    kop_status_clear(&st);
+    kop_err flag = ctf_api_parse_flag(s, n, &f, &st);
+    if (flag) {
+        FUZZ_CHECK((st.code == 400 || st.code == 413) && st.message[0]);
+    } else {
+        size_t len = strlen(f.flag);
+        FUZZ_CHECK(len >= 1 && len <= CTF_FLAG_MAX && empty);
+    }
 }
 
 static void bearer(const char *s)

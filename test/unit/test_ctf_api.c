@@ -42,6 +42,7 @@ static const struct {
     {"/api/v1/teams/t1/instances/web.v2", KOP_OK, CTF_ROUTE_INSTANCE, "t1", "web.v2", ""},
     {"/api/v1/teams/team-a/instances/web/renew", KOP_OK, CTF_ROUTE_RENEW, "team-a", "web", ""},
     {"/api/v1/teams/team-a/events", KOP_OK, CTF_ROUTE_EVENTS, "team-a", "", ""},
+    {"/api/v1/teams/team-a/instances/web/flag", KOP_OK, CTF_ROUTE_FLAG, "team-a", "web", ""},
     /* Not routes. */
     {"", KOP_ENOTFOUND, 0, "", "", ""},
     {"api/v1/whoami", KOP_ENOTFOUND, 0, "", "", ""},
@@ -54,6 +55,10 @@ static const struct {
     {"/api/v1/teams/team-a/secrets", KOP_ENOTFOUND, 0, "", "", ""},
     {"/api/v1/teams/team-a/instances/web/stop", KOP_ENOTFOUND, 0, "", "", ""},
     {"/api/v1/teams/team-a/instances/web/renew/x", KOP_ENOTFOUND, 0, "", "", ""},
+    {"/api/v1/teams/team-a/instances/web/flags", KOP_ENOTFOUND, 0, "", "", ""},
+    {"/api/v1/teams/team-a/instances/web/fla", KOP_ENOTFOUND, 0, "", "", ""},
+    {"/api/v1/teams/team-a/instances/web/flag/x", KOP_ENOTFOUND, 0, "", "", ""},
+    {"/api/v1/teams/team-a/instances/flag", KOP_OK, CTF_ROUTE_INSTANCE, "team-a", "flag", ""},
     {"/api/v1/teams/team-a/events/x", KOP_ENOTFOUND, 0, "", "", ""},
     /* Routes with bad names: refused, never decoded. */
     {"/api/v1/teams/Team_A/instances", KOP_EINVAL, 0, "", "", ""},
@@ -115,8 +120,63 @@ static void test_route_allows(void **state)
     assert_int_equal(ctf_route_parse("/api/v1/teams/a/instances/web/renew", &r, NULL), KOP_OK);
     assert_true(ctf_route_allows(&r, "POST"));
     assert_false(ctf_route_allows(&r, "GET"));
+    assert_int_equal(ctf_route_parse("/api/v1/teams/a/instances/web/flag", &r, NULL), KOP_OK);
+    assert_true(ctf_route_allows(&r, "POST"));
+    assert_false(ctf_route_allows(&r, "GET"));
+    assert_false(ctf_route_allows(&r, "PUT"));
     assert_int_equal(ctf_route_parse("/api/v1/challenges", &r, NULL), KOP_OK);
     assert_false(ctf_route_allows(&r, "PUT"));
+}
+
+/* A flag check's body: exactly {"flag": "<1 to CTF_FLAG_MAX bytes>"}. */
+static void test_flag_body(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *body;
+        const char *flag; /* NULL: refused with 400 */
+    } cases[] = {
+        {"{\"flag\":\"flag{abc}\"}", "flag{abc}"},
+        {" {\"flag\" : \"x\"} ", "x"},
+        {"{\"flag\":\"caf\u00e9 \\\"q\\\"\"}", "caf\xc3\xa9 \"q\""},
+        {"", NULL},
+        {"{}", NULL},
+        {"{\"flag\":\"\"}", NULL},
+        {"{\"flag\":null}", NULL},
+        {"{\"flag\":5}", NULL},
+        {"{\"flag\":[\"a\"]}", NULL},
+        {"{\"flag\":\"a\",\"team\":\"b\"}", NULL},
+        {"{\"flag\":\"a\",\"flag\":\"b\"}", NULL},
+        {"{\"flag\":\"a\\u0000b\"}", NULL}, /* an embedded NUL could cut a comparison */
+        {"[\"flag\"]", NULL},
+        {"{\"flag\":\"a\"", NULL},
+    };
+    for (size_t i = 0; i < LEN(cases); i++) {
+        ctf_flag_body b;
+        kop_status st;
+        kop_status_clear(&st);
+        kop_err err = ctf_api_parse_flag(cases[i].body, strlen(cases[i].body), &b, &st);
+        if ((err == KOP_OK) != (cases[i].flag != NULL))
+            fail_msg("flag body %s: got %s", cases[i].body, kop_strerror(err));
+        if (err) {
+            assert_int_equal(st.code, 400);
+            assert_true(st.message[0] != '\0');
+        } else {
+            assert_string_equal(b.flag, cases[i].flag);
+        }
+    }
+    /* The longest flag is CTF_FLAG_MAX bytes; one more is refused. */
+    char body[CTF_FLAG_MAX + 32];
+    for (int n = CTF_FLAG_MAX; n <= CTF_FLAG_MAX + 1; n++) {
+        int len = snprintf(body, sizeof body, "{\"flag\":\"%0*d\"}", n, 0);
+        ctf_flag_body b;
+        kop_status st;
+        kop_status_clear(&st);
+        kop_err err = ctf_api_parse_flag(body, (size_t)len, &b, &st);
+        assert_int_equal(err, n == CTF_FLAG_MAX ? KOP_OK : KOP_EINVAL);
+        if (!err)
+            assert_int_equal(strlen(b.flag), CTF_FLAG_MAX);
+    }
 }
 
 /* ---- bodies ------------------------------------------------------------- */
@@ -465,6 +525,7 @@ int main(void)
         cmocka_unit_test(test_route_allows),
         cmocka_unit_test(test_body_table),
         cmocka_unit_test(test_body_too_big),
+        cmocka_unit_test(test_flag_body),
         cmocka_unit_test(test_state),
         cmocka_unit_test(test_instance_view_running),
         cmocka_unit_test(test_instance_view_renewed_and_error),
