@@ -5,8 +5,9 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev llvm
       libcurl4-openssl-dev libjansson-dev libfyaml-dev libmicrohttpd-dev libssl-dev
       libcmocka-dev valgrind curl ca-certificates openssl chromium)
-# The install tests read the rules, chart and kustomize YAML with Python.
-pkgs+=(python3 python3-yaml)
+# The install tests read the rules, chart and kustomize YAML with Python;
+# e2e_ctfd runs CTFd in a virtual environment (tools/ctfd.sh).
+pkgs+=(python3 python3-yaml python3-venv)
 # The devcluster's real nodes (devcluster start --real-nodes N): the container
 # runtime, its OCI runtime and CNI plugins, what kube-proxy and kube-router
 # program packets with, and busybox-static, the base of the images built here.

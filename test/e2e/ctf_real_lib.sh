@@ -21,6 +21,7 @@ KUBECTL=${KUBECTL:?}
 OPERATOR=${OPERATOR:?}
 SRC=${SRC:?}
 TEAMS=${TEAMS:-team-a team-b team-c}
+MAX_PER_TEAM=${MAX_PER_TEAM:-3} # --max-instances-per-team
 OP_PID=
 
 # real_ctf_init NAME: the work directory (lib.sh's e2e_init) and the traps.
@@ -45,7 +46,7 @@ real_ctf_stop_operator() {
 start_real_operator() {
     local cmd=("$OPERATOR" --kubeconfig "$WORK/operator.kubeconfig" --metrics-bind "127.0.0.1:$METRICS_PORT"
         --api-bind "127.0.0.1:$API_PORT" --node-address "$NODE_IP" --api-heartbeat 1
-        --max-instances-per-team 3 -v 1)
+        --max-instances-per-team "$MAX_PER_TEAM" -v 1)
     printf '%s\n' "${cmd[@]}" >"$WORK/op.cmd"
     "${cmd[@]}" >>"$WORK/op.log" 2>&1 &
     OP_PID=$!

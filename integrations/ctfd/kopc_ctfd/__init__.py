@@ -1,0 +1,305 @@
+"""kopc_ctfd - kopc instances inside CTFd (docs/ctfd.md).
+
+A challenge type "kopc instance" names a kopc ChallengeDefinition. Players
+start, extend and stop their team's instance from the challenge's modal; the
+plugin's routes (below) call the kopc instance API from CTFd's backend with
+the admin token, which never leaves the server. Submissions of a kopc
+challenge are checked by kopc (POST .../flag: kopc derives the team's flag
+and answers yes or no), so neither CTFd nor the plugin ever holds a flag;
+a challenge may instead keep CTFd's own flags (flag mode "ctfd").
+
+Teams map to kopc teams by id (mapping.py). A team that is deleted or
+banned (a user, in user mode) has its instances stopped once the change is
+committed.
+
+Configuration: KOPC_API_URL and KOPC_ADMIN_TOKEN in CTFd's environment, or
+the admin page /admin/kopc (the environment wins; the token is never shown).
+"""
+
+import logging
+import os
+
+from flask import Blueprint, abort, g, has_request_context, jsonify, render_template, request
+from sqlalchemy import event, inspect
+
+from CTFd.exceptions.challenges import ChallengeCreateException, ChallengeUpdateException
+from CTFd.models import Challenges, Solves, Teams, Users, db
+from CTFd.plugins import register_admin_plugin_menu_bar, register_plugin_assets_directory
+from CTFd.plugins.challenges import CHALLENGE_CLASSES, BaseChallenge, ChallengeResponse
+from CTFd.plugins.migrations import upgrade
+from CTFd.utils import get_config, set_config
+from CTFd.utils.config import is_teams_mode
+from CTFd.utils.dates import ctf_ended, ctf_paused, ctftime
+from CTFd.utils.decorators import admins_only, authed_only
+from CTFd.utils.user import get_current_team, get_current_user, is_admin
+
+from .client import KopcClient, KopcError
+from .mapping import NOT_CONFIGURED, instance_error, kopc_team, player_view, valid_definition
+
+PLUGIN = "kopc_ctfd"
+ASSETS = f"/plugins/{PLUGIN}/assets/"
+FLAG_MODES = ("kopc", "ctfd")
+log = logging.getLogger(PLUGIN)
+
+
+# ---- configuration ----------------------------------------------------------------
+
+
+def settings():
+    """(url, token) of the kopc API: the environment first, then the admin page's."""
+    url = os.environ.get("KOPC_API_URL") or get_config("kopc_api_url") or ""
+    token = os.environ.get("KOPC_ADMIN_TOKEN") or get_config("kopc_admin_token") or ""
+    return url, token
+
+
+def client():
+    url, token = settings()
+    if not url or not token:
+        raise KopcError(NOT_CONFIGURED, 503, "NotConfigured")
+    return KopcClient(url, token)
+
+
+# ---- the challenge type -----------------------------------------------------------
+
+
+class KopcChallengeModel(Challenges):
+    __tablename__ = "kopc_challenge"
+    __mapper_args__ = {"polymorphic_identity": "kopc"}
+    id = db.Column(db.Integer, db.ForeignKey("challenges.id", ondelete="CASCADE"), primary_key=True)
+    kopc_definition = db.Column(db.String(253), nullable=False, default="")
+    kopc_flag = db.Column(db.String(16), nullable=False, default="kopc")
+
+
+def check_fields(data, exc):
+    """Refuses a definition name kopc could not have and an unknown flag mode."""
+    if "kopc_definition" in data:
+        name = data["kopc_definition"]
+        if not valid_definition(name):
+            raise exc("kopc_definition must be a ChallengeDefinition's name (a DNS name)")
+        try:
+            offered = client().definitions()
+        except KopcError as e:
+            raise exc(f"cannot ask kopc for its definitions: {e}")
+        if name not in offered:
+            raise exc(f"kopc has no ChallengeDefinition named {name} in its challenge namespace")
+    if "kopc_flag" in data and data["kopc_flag"] not in FLAG_MODES:
+        raise exc("kopc_flag must be kopc (kopc checks the team's flag) or ctfd (CTFd's flags)")
+
+
+class KopcInstanceChallenge(BaseChallenge):
+    id = "kopc"
+    name = "kopc instance"
+    templates = {
+        "create": ASSETS + "create.html",
+        "update": ASSETS + "update.html",
+        "view": ASSETS + "view.html",
+    }
+    scripts = {
+        "create": ASSETS + "create.js",
+        "update": ASSETS + "update.js",
+        "view": ASSETS + "view.js",
+    }
+    route = ASSETS
+    challenge_model = KopcChallengeModel
+
+    @classmethod
+    def create(cls, request):
+        data = request.form or request.get_json() or {}
+        if "kopc_definition" not in data:
+            raise ChallengeCreateException("kopc_definition is required: the kopc ChallengeDefinition")
+        check_fields(data, ChallengeCreateException)
+        return super().create(request)
+
+    @classmethod
+    def read(cls, challenge):
+        challenge = KopcChallengeModel.query.filter_by(id=challenge.id).first()
+        data = super().read(challenge)
+        data.update({"kopc_definition": challenge.kopc_definition, "kopc_flag": challenge.kopc_flag})
+        return data
+
+    @classmethod
+    def update(cls, challenge, request):
+        check_fields(request.form or request.get_json() or {}, ChallengeUpdateException)
+        return super().update(challenge, request)
+
+    @classmethod
+    def attempt(cls, challenge, request):
+        if challenge.kopc_flag != "kopc":
+            return super().attempt(challenge, request)
+        data = request.form or request.get_json()
+        submission = str(data.get("submission", "")).strip()
+        team = account_team(get_current_user())
+        if not submission or team is None:
+            return ChallengeResponse(status="incorrect", message="Incorrect")
+        try:
+            correct = client().check_flag(team, challenge.kopc_definition, submission)
+        except KopcError as e:
+            # A refusal is not a wrong flag, but CTFd knows no third answer:
+            # say why, so the player retries rather than doubts the flag.
+            return ChallengeResponse(status="incorrect", message=f"The flag could not be checked: {e}")
+        return ChallengeResponse(
+            status="correct" if correct else "incorrect", message="Correct" if correct else "Incorrect"
+        )
+
+
+# ---- players' routes -----------------------------------------------------------------
+
+
+def account_team(user):
+    """The kopc team of user's account (its team in team mode), or None."""
+    if user is None:
+        return None
+    if is_teams_mode():
+        return kopc_team(team_id=user.team_id) if user.team_id else None
+    return kopc_team(user_id=user.id)
+
+
+def player_challenge(challenge_id):
+    """The kopc challenge the current player may use, or an abort."""
+    chal = KopcChallengeModel.query.filter_by(id=challenge_id).first()
+    if chal is None or (chal.state == "hidden" and not is_admin()):
+        abort(404)
+    prereqs = set((chal.requirements or {}).get("prerequisites", []))
+    if prereqs and not is_admin():
+        user = get_current_user()
+        solved = {s.challenge_id for s in Solves.query.filter_by(account_id=user.account_id).all()}
+        if not prereqs <= solved:
+            abort(403)
+    return chal
+
+
+def answer(view, status=200):
+    return jsonify({"success": True, "data": view, "error": instance_error(view)}), status
+
+
+def refusal(e):
+    return jsonify({"success": False, "error": str(e), "code": e.code}), e.status
+
+
+bp = Blueprint(PLUGIN, __name__, template_folder="templates")
+
+
+@bp.route("/plugins/kopc_ctfd/api/instances/<int:challenge_id>", methods=["GET", "PUT", "DELETE"])
+@bp.route("/plugins/kopc_ctfd/api/instances/<int:challenge_id>/renew", methods=["POST"])
+@authed_only
+def instance_route(challenge_id):
+    chal = player_challenge(challenge_id)
+    user = get_current_user()
+    team = account_team(user)
+    if team is None:
+        return jsonify({"success": False, "error": "Join or create a team first."}), 403
+    writes = request.method != "GET" and request.method != "DELETE"
+    if writes and not is_admin() and (not ctftime() or ctf_paused() or ctf_ended()):
+        return jsonify({"success": False, "error": "The CTF is not running, so instances cannot start."}), 403
+    definition = chal.kopc_definition
+    try:
+        kopc = client()
+        if request.method == "GET":
+            return answer(player_view(kopc.instance(team, definition), definition))
+        if request.method == "PUT":
+            return answer(player_view(kopc.start(team, definition), definition))
+        if request.method == "DELETE":
+            kopc.stop(team, definition)
+            return answer(player_view(kopc.instance(team, definition), definition))
+        return answer(player_view(kopc.renew(team, definition), definition))
+    except KopcError as e:
+        return refusal(e)
+
+
+# ---- the admin page ---------------------------------------------------------------------
+
+
+@bp.route("/admin/kopc", methods=["GET", "POST"])
+@admins_only
+def admin_page():
+    message = None
+    if request.method == "POST":
+        set_config("kopc_api_url", request.form.get("api_url", "").strip())
+        token = request.form.get("admin_token", "")
+        if token:
+            set_config("kopc_admin_token", token.strip())
+        message = "Saved."
+    url, token = settings()
+    reachable = None
+    if url and token:
+        try:
+            reachable = f"kopc offers {len(client().definitions())} challenge definition(s)."
+        except KopcError as e:
+            reachable = str(e)
+    return render_template(
+        "kopc_admin.html",
+        api_url=get_config("kopc_api_url") or "",
+        env_url=bool(os.environ.get("KOPC_API_URL")),
+        env_token=bool(os.environ.get("KOPC_ADMIN_TOKEN")),
+        token_set=bool(token),
+        reachable=reachable,
+        message=message,
+    )
+
+
+# ---- stopping the instances of deleted and banned teams ----------------------------------
+
+# A change to an account is noted during the flush (no SQL may run there),
+# moved to the request once the transaction commits (a rollback forgets it),
+# and acted on after the request, where the mode and the settings can be read.
+PENDING = "kopc_ctfd_stop"
+
+
+def account_hook(kind, deleted):
+    def hook(mapper, connection, target):
+        if deleted or (target.banned and inspect(target).attrs.banned.history.has_changes()):
+            db.session().info.setdefault(PENDING, set()).add((kind, target.id))
+
+    return hook
+
+
+def after_commit(session):
+    done = session.info.pop(PENDING, None)
+    if done and has_request_context():
+        g.setdefault(PENDING, set()).update(done)
+
+
+def after_rollback(session, previous_transaction):
+    session.info.pop(PENDING, None)
+
+
+def stop_all(team):
+    """Stops every instance of a kopc team (a deleted or banned CTFd account)."""
+    try:
+        kopc = client()
+        for inst in kopc.instances(team):
+            kopc.stop(team, inst.get("challenge"))
+            log.info("kopc: stopped %s of %s (account deleted or banned)", inst.get("challenge"), team)
+    except KopcError as e:
+        log.warning("kopc: cannot stop the instances of %s: %s", team, e)
+
+
+def stop_after_request(response):
+    pending = g.pop(PENDING, None)
+    if pending:
+        teams_mode = is_teams_mode()
+        for kind, account_id in sorted(pending):
+            if (kind == "team") == teams_mode:
+                stop_all(kopc_team(team_id=account_id) if kind == "team" else kopc_team(user_id=account_id))
+    return response
+
+
+def listen_accounts(app):
+    for model, kind in ((Teams, "team"), (Users, "user")):
+        event.listen(model, "after_update", account_hook(kind, False))
+        event.listen(model, "after_delete", account_hook(kind, True))
+    event.listen(db.session, "after_commit", after_commit)
+    event.listen(db.session, "after_soft_rollback", after_rollback)
+    app.after_request(stop_after_request)
+
+
+# ---- load ------------------------------------------------------------------------------
+
+
+def load(app):
+    upgrade(plugin_name=PLUGIN)
+    CHALLENGE_CLASSES["kopc"] = KopcInstanceChallenge
+    register_plugin_assets_directory(app, base_path=ASSETS)
+    register_admin_plugin_menu_bar("kopc", "/admin/kopc")
+    app.register_blueprint(bp)
+    listen_accounts(app)

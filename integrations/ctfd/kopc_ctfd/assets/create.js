@@ -1,0 +1,2 @@
+// The create form needs nothing beyond its fields (create.html).
+CTFd.plugin.run(() => {});

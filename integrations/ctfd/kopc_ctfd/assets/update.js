@@ -1,0 +1,1 @@
+// The update form needs nothing beyond its fields (update.html).

@@ -1,0 +1,102 @@
+"""mapping.py - the plugin's pure part: which kopc team a CTFd account is,
+what a kopc answer means in plain words, and what of an Instance a player
+sees. No Flask, no CTFd, no network: unit-tested by tests/test_mapping.py.
+
+The team mapping is by id, never by name: CTFd lets teams rename themselves
+and allows names kopc could not use (spaces, capitals, emoji), while ids are
+stable, unique and always make a DNS label. In team mode the kopc team is
+``team-<team id>``; in user mode ``user-<user id>``.
+"""
+
+import re
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+# What of kopc's Instance a player's browser gets (docs/api.md); nothing else.
+PLAYER_FIELDS = (
+    "challenge",
+    "state",
+    "reason",
+    "message",
+    "endpoints",
+    "createdAt",
+    "startedAt",
+    "expiresAt",
+    "maxExpiresAt",
+    "secondsLeft",
+    "renewable",
+)
+
+
+def kopc_team(team_id=None, user_id=None):
+    """The kopc team of a CTFd team (team mode) or user (user mode)."""
+    if team_id is not None:
+        return f"team-{int(team_id)}"
+    if user_id is not None:
+        return f"user-{int(user_id)}"
+    raise ValueError("a kopc team needs a CTFd team or user id")
+
+
+def valid_definition(name):
+    """Whether name can be a ChallengeDefinition's name (a DNS subdomain)."""
+    return isinstance(name, str) and 0 < len(name) <= 253 and DNS_SUBDOMAIN.match(name) is not None
+
+
+def player_view(instance, challenge):
+    """The Instance as a player sees it; a missing one is Stopped."""
+    if not instance:
+        return {"challenge": challenge, "state": "Stopped", "endpoints": [], "renewable": False}
+    view = {k: instance.get(k) for k in PLAYER_FIELDS}
+    view["endpoints"] = [
+        {"name": e.get("name"), "type": e.get("type"), "address": e.get("address")}
+        for e in instance.get("endpoints") or []
+        if isinstance(e, dict)
+    ]
+    return view
+
+
+# kopc's error codes (docs/api.md), said to a player. {message} is kopc's own
+# sentence, {retry} the seconds of a Retry-After.
+PLAIN = {
+    "QuotaExceeded": "Your team already runs as many instances as it may ({message}). "
+    "Stop one of them first.",
+    "InstanceStopping": "Your previous instance of this challenge is still stopping. "
+    "Try again in a few seconds.",
+    "RenewLimitReached": "This instance cannot be extended any further.",
+    "TooManyRequests": "Too many requests for your team; try again in {retry} s.",
+    "Unavailable": "The instance manager is starting or busy; try again in a moment.",
+    "NotFound": "This challenge is not available from the instance manager "
+    "(the organizers may have removed it).",
+    "NoFlag": "This challenge has no flag the instance manager knows; tell the organizers.",
+    "InvalidDefinition": "This challenge is misconfigured ({message}); tell the organizers.",
+}
+UNREACHABLE = "The instance manager cannot be reached right now; try again, or tell the organizers."
+NOT_CONFIGURED = "The kopc plugin is not configured yet; tell the organizers."
+
+
+def plain_error(status, body, retry_after=None):
+    """A refusal from kopc (HTTP status, parsed JSON body or None) in plain words."""
+    err = body.get("error") if isinstance(body, dict) else None
+    code = err.get("code") if isinstance(err, dict) else None
+    message = err.get("message") if isinstance(err, dict) else None
+    text = PLAIN.get(code)
+    if text:
+        return text.format(message=message or code, retry=retry_after or "a few")
+    if status in (401, 403):
+        # The admin token is wrong: the player can do nothing about it.
+        return "The instance manager refused the platform's credentials; tell the organizers."
+    if status is not None and status >= 500:
+        return UNREACHABLE
+    if message:
+        return f"The instance manager refused: {message}"
+    return f"The instance manager answered {status}."
+
+
+def instance_error(view):
+    """A player's sentence for an Instance in state Error (None otherwise)."""
+    if not view or view.get("state") != "Error":
+        return None
+    reason = view.get("reason") or "Error"
+    message = view.get("message") or "no details"
+    return f"The instance failed to start ({reason}: {message}). Stop it and start it again, or tell the organizers."

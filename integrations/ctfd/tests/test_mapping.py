@@ -1,0 +1,104 @@
+"""Unit tests of the plugin's pure part (kopc_ctfd/mapping.py): no CTFd, no
+network. Run: python3 -m unittest discover -s integrations/ctfd/tests
+(ctest runs them as unit_ctfd_plugin)."""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "kopc_ctfd"))
+
+import mapping  # noqa: E402  (the module alone: the package imports CTFd)
+
+
+class TeamMapping(unittest.TestCase):
+    def test_by_id_in_either_mode(self):
+        self.assertEqual(mapping.kopc_team(team_id=42), "team-42")
+        self.assertEqual(mapping.kopc_team(user_id=7), "user-7")
+        self.assertEqual(mapping.kopc_team(team_id="3"), "team-3")
+        # A team id wins: in team mode a user acts for the team.
+        self.assertEqual(mapping.kopc_team(team_id=1, user_id=2), "team-1")
+
+    def test_always_a_dns_label(self):
+        for i in (0, 1, 99, 10**12):
+            for name in (mapping.kopc_team(team_id=i), mapping.kopc_team(user_id=i)):
+                self.assertRegex(name, mapping.DNS_LABEL)
+                self.assertLessEqual(len(name), 63)
+
+    def test_refuses_what_is_no_id(self):
+        with self.assertRaises(ValueError):
+            mapping.kopc_team()
+        with self.assertRaises(ValueError):
+            mapping.kopc_team(team_id="Red Team")
+
+
+class Definitions(unittest.TestCase):
+    def test_valid_names(self):
+        for ok in ("web", "nc", "web.v2", "a", "x" * 253, "a-b"):
+            self.assertTrue(mapping.valid_definition(ok), ok)
+        for bad in ("", "Web", "-web", "web-", "a_b", "a/b", "../x", "x" * 254, None, 5, "a..b", "web "):
+            self.assertFalse(mapping.valid_definition(bad), bad)
+
+
+class PlayerView(unittest.TestCase):
+    def test_missing_instance_is_stopped(self):
+        v = mapping.player_view(None, "nc")
+        self.assertEqual(v["state"], "Stopped")
+        self.assertEqual(v["endpoints"], [])
+        self.assertFalse(v["renewable"])
+
+    def test_only_player_fields(self):
+        inst = {
+            "team": "team-1",
+            "challenge": "nc",
+            "name": "nc-team-1-abc",
+            "state": "Running",
+            "status": "Running",
+            "endpoints": [{"name": "tcp", "type": "TCP", "address": "10.0.0.2:31000", "extra": "x"}, "junk"],
+            "expiresAt": "2026-11-25T10:30:00Z",
+            "secondsLeft": 100,
+            "renewable": True,
+            "namespace": "ctf-nc-1",
+        }
+        v = mapping.player_view(inst, "nc")
+        self.assertEqual(set(v), set(mapping.PLAYER_FIELDS))
+        self.assertEqual(v["endpoints"], [{"name": "tcp", "type": "TCP", "address": "10.0.0.2:31000"}])
+        self.assertNotIn("namespace", v)
+        self.assertNotIn("name", v)
+
+
+class Errors(unittest.TestCase):
+    def err(self, code, message="m"):
+        return {"error": {"code": code, "message": message}}
+
+    def test_quota_in_plain_words(self):
+        s = mapping.plain_error(409, self.err("QuotaExceeded", "team team-1 runs 1 of 1 instances"))
+        self.assertIn("as many instances as it may", s)
+        self.assertIn("team team-1 runs 1 of 1 instances", s)
+
+    def test_known_codes(self):
+        self.assertIn("still stopping", mapping.plain_error(409, self.err("InstanceStopping")))
+        self.assertIn("cannot be extended", mapping.plain_error(409, self.err("RenewLimitReached")))
+        self.assertIn("in 7 s", mapping.plain_error(429, self.err("TooManyRequests"), "7"))
+        self.assertIn("misconfigured (key gone)", mapping.plain_error(409, self.err("InvalidDefinition", "key gone")))
+
+    def test_credentials_and_outages_blame_no_player(self):
+        for status in (401, 403):
+            self.assertIn("credentials", mapping.plain_error(status, self.err("Unauthorized")))
+        self.assertEqual(mapping.plain_error(502, None), mapping.UNREACHABLE)
+        self.assertEqual(mapping.plain_error(500, "not json"), mapping.UNREACHABLE)
+
+    def test_unknown_code_keeps_kopcs_sentence(self):
+        self.assertEqual(mapping.plain_error(400, self.err("Weird", "odd thing")),
+                         "The instance manager refused: odd thing")
+        self.assertEqual(mapping.plain_error(418, {}), "The instance manager answered 418.")
+
+    def test_instance_error(self):
+        self.assertIsNone(mapping.instance_error(None))
+        self.assertIsNone(mapping.instance_error({"state": "Running"}))
+        s = mapping.instance_error({"state": "Error", "reason": "ImagePullFailed", "message": "no image x"})
+        self.assertIn("ImagePullFailed: no image x", s)
+
+
+if __name__ == "__main__":
+    unittest.main()
