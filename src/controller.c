@@ -13,6 +13,10 @@
  * error) or hold it back (requeue-after), and count what happened under
  * controller-runtime's metric names.
  *
+ * A resync thread enqueues every cached primary object again every
+ * sync_period_ms, and within RESYNC_POLL_MS after the work queue dropped an
+ * add, so a dropped key is late, never lost.
+ *
  * A controller is one of the manager's runnables (kop_manager_add_runnable):
  * the manager starts its workers, stops and joins them, and frees it,
  * knowing it only through those calls; the controller asks the manager for
@@ -33,6 +37,8 @@
 
 #define MAX_WORKERS 64
 #define MAX_WATCHES 16
+#define RESYNC_POLL_MS         1000                /* how soon a dropped add is made good */
+#define DEFAULT_SYNC_PERIOD_MS (10L * 3600 * 1000) /* controller-runtime's SyncPeriod */
 
 struct watch_spec {
     kop_controller *ctl;
@@ -62,6 +68,12 @@ struct kop_controller {
     int nwatches;
     pthread_t workers[MAX_WORKERS];
     int nworkers;
+
+    pthread_t resyncer;
+    bool resyncing; /* the resync thread runs (to join) */
+    pthread_mutex_t mu;
+    pthread_cond_t cond; /* stopping */
+    bool stopping;
 };
 
 /* ---- predicates --------------------------------------------------------- */
@@ -228,6 +240,14 @@ kop_err kop_controller_new(kop_manager *m, const kop_controller_opts *opts, kop_
         return KOP_ENOMEM;
     c->mgr = m;
     c->opts = *opts;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    if (c->opts.sync_period_ms == 0)
+        c->opts.sync_period_ms = DEFAULT_SYNC_PERIOD_MS;
     c->name = strdup(opts->name);
     c->ns = opts->namespace && opts->namespace[0] ? strdup(opts->namespace) : NULL;
     c->opts.name = c->name;
@@ -390,12 +410,63 @@ static void *worker(void *arg)
 {
     kop_controller *c = arg;
     char *key = NULL;
-    while (kop_workqueue_get(c->queue, &key) == KOP_OK) {
+    kop_err err;
+    while ((err = kop_workqueue_get(c->queue, &key)) != KOP_ESHUTDOWN) {
+        if (err) { /* out of memory for the key's copy: the queue kept it; try again soon */
+            struct timespec pause = {0, 10 * 1000000};
+            nanosleep(&pause, NULL);
+            continue;
+        }
         /* Once shutting down or no longer leading, queued keys are left alone. */
         if (kop__manager_may_reconcile(c->mgr))
             reconcile_key(c, key);
         kop_workqueue_done(c->queue, key);
         free(key);
+    }
+    return NULL;
+}
+
+/* ---- resync ------------------------------------------------------------------ */
+
+/* resync_all enqueues every cached primary object. */
+static void resync_all(kop_controller *c)
+{
+    json_t *all = NULL, *obj;
+    size_t i;
+    if (kop_informer_list(c->primary, c->ns, &all) != KOP_OK)
+        return; /* no memory now: the next poll tries again */
+    json_array_foreach(all, i, obj) enqueue_object(c, obj);
+    json_decref(all);
+}
+
+/* resync_wait sleeps ms unless stopped first; false when stopping. */
+static bool resync_wait(kop_controller *c, long ms)
+{
+    struct timespec until = kop__time_after(CLOCK_MONOTONIC, ms);
+    pthread_mutex_lock(&c->mu);
+    while (!c->stopping && pthread_cond_timedwait(&c->cond, &c->mu, &until) == 0)
+        ;
+    bool go_on = !c->stopping;
+    pthread_mutex_unlock(&c->mu);
+    return go_on;
+}
+
+static void *resyncer(void *arg)
+{
+    kop_controller *c = arg;
+    long period = c->opts.sync_period_ms;
+    int64_t next = period > 0 ? kop_mono_ms() + period : INT64_MAX;
+    while (resync_wait(c, RESYNC_POLL_MS)) {
+        bool dropped = kop_workqueue_take_dropped(c->queue);
+        bool due = kop_mono_ms() >= next;
+        if (!dropped && !due)
+            continue;
+        if (dropped)
+            kop_logger_log(c->log, KOP_LOG_WARN,
+                           "the work queue dropped an add; enqueuing every object again");
+        resync_all(c);
+        if (due)
+            next = kop_mono_ms() + period;
     }
     return NULL;
 }
@@ -410,6 +481,9 @@ static kop_err controller_start(void *user)
             return KOP_ENOMEM;
         c->nworkers++;
     }
+    if (pthread_create(&c->resyncer, NULL, resyncer, c) != 0)
+        return KOP_ENOMEM;
+    c->resyncing = true;
     kop_logger_log(c->log, KOP_LOG_INFO, "starting workers",
                    KOP_LOG_INT("workers", c->opts.max_concurrent));
     return KOP_OK;
@@ -418,6 +492,10 @@ static kop_err controller_start(void *user)
 static void controller_stop(void *user)
 {
     kop_controller *c = user;
+    pthread_mutex_lock(&c->mu);
+    c->stopping = true;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->mu);
     kop_workqueue_shutdown(c->queue);
 }
 
@@ -425,6 +503,12 @@ static bool controller_join(void *user, const struct timespec *deadline)
 {
     kop_controller *c = user;
     int joined = 0;
+    if (c->resyncing) {
+        if ((deadline ? pthread_timedjoin_np(c->resyncer, NULL, deadline)
+                      : pthread_join(c->resyncer, NULL)) != 0)
+            return false;
+        c->resyncing = false;
+    }
     for (int i = 0; i < c->nworkers; i++) {
         if (deadline ? pthread_timedjoin_np(c->workers[i], NULL, deadline) != 0
                      : pthread_join(c->workers[i], NULL) != 0)
@@ -444,6 +528,8 @@ static void controller_free(void *user)
         return;
     kop_workqueue_free(c->queue);
     kop_logger_free(c->log);
+    pthread_cond_destroy(&c->cond);
+    pthread_mutex_destroy(&c->mu);
     free(c->name);
     free(c->ns);
     free(c);

@@ -149,18 +149,25 @@ static json_t *metadata_only(json_t *obj)
     return slim;
 }
 
-/* prepare applies the transform (taking obj); NULL means "not cached". */
-static json_t *prepare(kop_informer *inf, json_t *obj)
+/*
+ * prepare applies the transform to obj (taken): *out is what to cache, or
+ * NULL when the object is not to be cached (no name, or the transform
+ * dropped it). KOP_ENOMEM when slimming it to metadata ran out of memory:
+ * the event was not applied, and must come again.
+ */
+static kop_err prepare(kop_informer *inf, json_t *obj, json_t **out)
 {
+    *out = NULL;
     if (!json_is_object(obj) || !meta_str(obj, "name")) {
         json_decref(obj);
-        return NULL;
+        return KOP_OK;
     }
     kop_transform_fn t = inf->opts.transform ? inf->opts.transform : default_transform;
     obj = t(obj, inf->opts.transform_user);
-    if (obj && inf->opts.metadata_only)
-        obj = metadata_only(obj);
-    return obj;
+    if (obj && inf->opts.metadata_only && !(obj = metadata_only(obj)))
+        return KOP_ENOMEM;
+    *out = obj;
+    return KOP_OK;
 }
 
 /* key_of writes "ns/name" (or "name") of obj into buf. */
@@ -477,10 +484,10 @@ static kop_err apply_object(kop_informer *inf, json_t *obj, unsigned gen)
 {
     json_t *old = NULL;
     bool existed, changed;
-    obj = prepare(inf, obj);
-    if (!obj)
-        return KOP_OK;
-    kop_err err = upsert(inf, obj, gen, want_old(inf), &old, &existed, &changed);
+    kop_err err = prepare(inf, obj, &obj);
+    if (err || !obj)
+        return err;
+    err = upsert(inf, obj, gen, want_old(inf), &old, &existed, &changed);
     if (!err && changed)
         notify_add_or_update(inf, old, obj, existed);
     json_decref(old);
@@ -489,17 +496,18 @@ static kop_err apply_object(kop_informer *inf, json_t *obj, unsigned gen)
 }
 
 /* apply_delete drops obj (owned) from the cache and tells the handlers. */
-static void apply_delete(kop_informer *inf, json_t *obj)
+static kop_err apply_delete(kop_informer *inf, json_t *obj)
 {
     char key[512];
-    obj = prepare(inf, obj);
-    if (!obj)
-        return;
+    kop_err err = prepare(inf, obj, &obj);
+    if (err || !obj)
+        return err;
     if (key_of(obj, key, sizeof key)) {
         forget(inf, key, NULL);
         notify_delete(inf, obj);
     }
     json_decref(obj);
+    return KOP_OK;
 }
 
 /* ---- list --------------------------------------------------------------- */
@@ -623,16 +631,20 @@ static kop_err relist(kop_informer *inf, kop_status *st)
 
 /* ---- watch -------------------------------------------------------------- */
 
-static void remember_version(kop_informer *inf, const json_t *obj)
+/* version_of copies obj's resourceVersion (NULL: it has none, or no memory). */
+static char *version_of(const json_t *obj)
 {
     const char *rv = meta_str(obj, "resourceVersion");
-    if (!rv || !rv[0])
+    return rv && rv[0] ? strdup(rv) : NULL;
+}
+
+/* remember_version makes ver (taken) the version the next watch resumes after. */
+static void remember_version(kop_informer *inf, char *ver)
+{
+    if (!ver)
         return;
-    char *copy = strdup(rv);
-    if (copy) {
-        free(inf->rv);
-        inf->rv = copy;
-    }
+    free(inf->rv);
+    inf->rv = ver;
 }
 
 /* watch_once runs one watch stream to its end; returns why it ended. */
@@ -662,15 +674,24 @@ static kop_err watch_once(kop_informer *inf, bool *progressed, kop_status *st)
     kop_watch_event ev;
     while ((err = kop_watch_next(w, &ev, st)) == KOP_OK) {
         *progressed = true;
-        remember_version(inf, ev.object);
+        /*
+         * The version advances only past an event that was applied: one
+         * that fails (out of memory) ends the stream, and the next watch
+         * resumes before it, so the event comes again rather than never.
+         */
+        char *ver = version_of(ev.object);
         json_t *obj = ev.object;
         ev.object = NULL; /* handed on */
         if (ev.type == KOP_WATCH_ADDED || ev.type == KOP_WATCH_MODIFIED)
             err = apply_object(inf, obj, inf->gen);
         else if (ev.type == KOP_WATCH_DELETED)
-            apply_delete(inf, obj);
+            err = apply_delete(inf, obj);
         else
             json_decref(obj); /* BOOKMARK: only its version matters */
+        if (err)
+            free(ver);
+        else
+            remember_version(inf, ver);
         pthread_mutex_lock(&inf->mu);
         inf->stats.events++;
         pthread_mutex_unlock(&inf->mu);

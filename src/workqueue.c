@@ -24,7 +24,9 @@
  * The number of records is capped at opts.max_keys (default 1,000,000;
  * client-go has no cap): beyond it, adds of new keys are dropped and counted
  * in kop_workqueue_dropped_total, so a flood of distinct keys cannot take
- * all memory. A dropped key is picked up again at the next informer resync.
+ * all memory. A drop also raises a flag (kop_workqueue_take_dropped) that the
+ * controller polls: it then enqueues every object of its cache again (a
+ * resync), so a dropped key is late, never lost.
  *
  * One mutex guards everything. Three condition variables: ready (getters
  * wait for a queued key), timer (the timer thread waits for the earliest
@@ -93,6 +95,7 @@ struct kop_workqueue {
     double tokens; /* overall token bucket; may go negative (reservations) */
     int64_t refilled_ns;
 
+    bool dropped_since; /* an add was dropped since kop_workqueue_take_dropped */
     kop_metric *depth, *adds, *latency, *work, *unfinished, *longest, *retries, *dropped;
     const char *lv[3];       /* {name, name, NULL}: name and controller */
     const char *depth_lv[4]; /* {name, name, "", NULL}: plus priority */
@@ -241,6 +244,7 @@ static bool schedule(kop_workqueue *q, struct item *it, int64_t ready_ns)
 static void count_dropped(kop_workqueue *q)
 {
     kop_metric_inc(q->dropped, q->lv);
+    q->dropped_since = true;
 }
 
 static void fifo_push(kop_workqueue *q, struct item *it)
@@ -693,6 +697,15 @@ void kop_workqueue_done(kop_workqueue *q, const char *key)
     release_if_idle(q, it);
 out:
     pthread_mutex_unlock(&q->lock);
+}
+
+bool kop_workqueue_take_dropped(kop_workqueue *q)
+{
+    pthread_mutex_lock(&q->lock);
+    bool d = q->dropped_since;
+    q->dropped_since = false;
+    pthread_mutex_unlock(&q->lock);
+    return d;
 }
 
 size_t kop_workqueue_len(kop_workqueue *q)

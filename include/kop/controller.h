@@ -97,6 +97,14 @@ typedef struct kop_controller_opts {
     void *user;
     kop_update_predicate_fn update_predicate; /* NULL: every update */
     void *predicate_user;
+    /*
+     * Every sync_period_ms every cached primary object is enqueued again
+     * (controller-runtime's SyncPeriod): 0 is the default, 10 hours; < 0
+     * never. Independently, an add the work queue had to drop (its key cap,
+     * or no memory) makes the controller enqueue them all again within a
+     * second, so no object is left unreconciled.
+     */
+    long sync_period_ms;
 } kop_controller_opts;
 
 /*

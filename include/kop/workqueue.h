@@ -105,6 +105,13 @@ KOP_API void kop_workqueue_add_rate_limited(kop_workqueue *q, const char *key);
 /* kop_workqueue_forget resets key's backoff: its next retry waits base_delay_ms. */
 KOP_API void kop_workqueue_forget(kop_workqueue *q, const char *key);
 
+/*
+ * kop_workqueue_take_dropped tells whether an add was dropped (the key cap,
+ * or no memory) since the last call, and clears that. A controller answers
+ * true with a resync: every cached object enqueued again.
+ */
+KOP_API bool kop_workqueue_take_dropped(kop_workqueue *q);
+
 /* kop_workqueue_num_requeues returns how many rate-limited adds key had since it was forgotten. */
 KOP_API int kop_workqueue_num_requeues(kop_workqueue *q, const char *key);
 
@@ -112,7 +119,8 @@ KOP_API int kop_workqueue_num_requeues(kop_workqueue *q, const char *key);
  * kop_workqueue_get blocks until a key can be processed and returns KOP_OK
  * with *key_out, a copy the caller owns: call kop_workqueue_done(q, key),
  * then free(key). Returns KOP_ESHUTDOWN (and *key_out NULL) once q is shut
- * down and nothing is queued.
+ * down and nothing is queued; KOP_ENOMEM when the copy cannot be made, with
+ * the queue as it was (the key stays queued: ask again).
  */
 KOP_API KOP_NODISCARD kop_err kop_workqueue_get(kop_workqueue *q, char **key_out);
 

@@ -472,9 +472,13 @@ static void test_key_cap(void **state)
     kop_workqueue_add(q, "a");
     kop_workqueue_add(q, "b");
     kop_workqueue_add(q, "c");
+    assert_false(kop_workqueue_take_dropped(q));
     kop_workqueue_add(q, "d"); /* a fourth distinct key: dropped */
     kop_workqueue_add(q, "a"); /* known keys are fine */
     assert_int_equal(kop_workqueue_len(q), 3);
+    /* The drop is told once, for the controller's resync. */
+    assert_true(kop_workqueue_take_dropped(q));
+    assert_false(kop_workqueue_take_dropped(q));
     get_expect(q, "a"); /* a is forgotten entirely: room for d */
     kop_workqueue_add(q, "d");
     assert_int_equal(kop_workqueue_len(q), 3);
