@@ -55,6 +55,13 @@ const kop_resource CTF_ENDPOINTSLICES = {"discovery.k8s.io", "v1", "endpointslic
                                          "EndpointSlice", true};
 
 #define NS_WAIT_MS 2000
+#define STALE_RECHECK_MS 1000 /* a write met a newer version than cached: look again */
+
+/* retry_after_write: a write that met a newer version waits for the cache; others back off. */
+static kop_result retry_after_write(kop_err err)
+{
+    return err == KOP_ECONFLICT ? KOP_REQUEUE_AFTER(STALE_RECHECK_MS) : KOP_RETRY;
+}
 
 static void instance_namespace(const json_t *chal, char *out, size_t size)
 {
@@ -212,9 +219,9 @@ static kop_result finalize(ctf_operator *op, const kop_reconcile *req, json_t *c
         return KOP_RETRY;
     if (err == KOP_OK && owns_namespace(nsobj, chal)) {
         snprintf(o.message, sizeof o.message, "deleting namespace %s", ns);
-        if (ctf_write_status(op, req, chal, &o, ns, 0)) {
+        if ((err = ctf_write_status(op, req, chal, &o, ns, 0)) != KOP_OK) {
             json_decref(nsobj);
-            return KOP_RETRY;
+            return retry_after_write(err);
         }
         if (!kop_meta_is_deleting(nsobj)) {
             kop_delete_req d = {.target = {&CTF_NAMESPACES, NULL, ns},
@@ -235,8 +242,8 @@ static kop_result finalize(ctf_operator *op, const kop_reconcile *req, json_t *c
     /* Gone (or never ours): Deleted, and let the Challenge go. */
     o.phase = CTF_STATUS_DELETED;
     snprintf(o.message, sizeof o.message, "instance removed");
-    if (ctf_write_status(op, req, chal, &o, ns, 0))
-        return KOP_RETRY;
+    if ((err = ctf_write_status(op, req, chal, &o, ns, 0)) != KOP_OK)
+        return retry_after_write(err);
     err = update_finalizers(op, chal, false, &st);
     if (err && err != KOP_ENOTFOUND)
         return KOP_RETRY;
@@ -306,6 +313,36 @@ static long min_positive(long a, long b)
     return a < b ? a : b;
 }
 
+/*
+ * expire deletes an expired Challenge, but only the version the cache
+ * showed: the delete carries its uid and resourceVersion as preconditions.
+ * A renewal the apiserver accepted after that version (the cache may lag
+ * behind a watch by seconds) makes the delete a conflict; then the
+ * reconcile looks again once the cache has caught up, and a renewed
+ * instance lives on.
+ */
+static kop_result expire(ctf_operator *op, const kop_reconcile *req, const json_t *chal)
+{
+    kop_status st;
+    kop_delete_req del = {
+        .target = {&CTF_CHALLENGES, req->namespace, req->name},
+        .opts = {.precondition_uid = kop_meta_uid(chal),
+                 .precondition_resource_version = kop_meta_resource_version(chal)}};
+    kop_err err = kop_delete_object(req->client, &del, NULL, &st);
+    if (err == KOP_ECONFLICT) {
+        kop_logger_log(req->log, KOP_LOG_INFO,
+                       "expired in the cache, but changed since (renewed?); looking again");
+        return KOP_REQUEUE_AFTER(STALE_RECHECK_MS);
+    }
+    if (err == KOP_ENOTFOUND)
+        return KOP_DONE;
+    if (err)
+        return KOP_RETRY;
+    kop_logger_log(req->log, KOP_LOG_INFO, "instance expired; deleted it");
+    kop_event(op->events, chal, KOP_EVENT_NORMAL, "Expired", "Delete", "instance expired");
+    return KOP_DONE;
+}
+
 kop_result ctf_reconcile(const kop_reconcile *req, void *user)
 {
     ctf_operator *op = user;
@@ -316,6 +353,7 @@ kop_result ctf_reconcile(const kop_reconcile *req, void *user)
     ctf_observation o = {.phase = CTF_STATUS_PENDING};
     time_t expires = 0;
     kop_result res = KOP_DONE;
+    kop_err err;
 
     if (kop_informer_dup(req->cache, req->namespace, req->name, &chal) != KOP_OK) {
         delete_orphans(op, req); /* gone: the finalizer already ran */
@@ -348,11 +386,7 @@ kop_result ctf_reconcile(const kop_reconcile *req, void *user)
                    ctf_str2(chal, "spec", "expiresAt"), &expires, &st) == KOP_OK) {
         double left = difftime(expires, time(NULL));
         if (left <= 0) {
-            kop_logger_log(req->log, KOP_LOG_INFO, "instance expired; deleting it");
-            kop_event(op->events, chal, KOP_EVENT_NORMAL, "Expired", "Delete", "instance expired");
-            kop_delete_req del = {.target = {&CTF_CHALLENGES, req->namespace, req->name}};
-            kop_err err = kop_delete_object(req->client, &del, NULL, &st);
-            res = err && err != KOP_ENOTFOUND ? KOP_RETRY : KOP_DONE;
+            res = expire(op, req, chal);
             goto out;
         }
         o.requeue_ms = (long)(left * 1000) + 500;
@@ -399,8 +433,8 @@ kop_result ctf_reconcile(const kop_reconcile *req, void *user)
     }
 
 status:
-    if (ctf_write_status(op, req, chal, &o, ns, expires) != KOP_OK)
-        res = KOP_RETRY;
+    if ((err = ctf_write_status(op, req, chal, &o, ns, expires)) != KOP_OK)
+        res = retry_after_write(err);
     else if (o.requeue_ms > 0)
         res = KOP_REQUEUE_AFTER(o.requeue_ms);
 out:

@@ -5,6 +5,11 @@
  * conditions. A status that says what the cache already shows is not
  * written; a transition is logged, recorded as an Event, and Running counts
  * in ctf_instance_ready_seconds.
+ *
+ * The write carries the cached resourceVersion: from a cache that lags
+ * behind (a late watch event), it is refused as a conflict instead of
+ * writing over a newer status, so startedAt, the Running Event and the
+ * ready-time observation happen once per instance, whatever the timing.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +87,23 @@ static bool status_equal(const json_t *a, const json_t *b)
     return true;
 }
 
+/* patch_status merge-patches chal's status, on the condition that chal is still the version cached.
+ */
+static kop_err patch_status(ctf_operator *op, const json_t *chal, json_t *status, kop_status *st)
+{
+    json_t *patch = json_pack("{s:{s:s?}, s:O}", "metadata", "resourceVersion",
+                              kop_meta_resource_version(chal), "status", status);
+    if (!patch)
+        return KOP_ENOMEM;
+    kop_patch_req req = {.target = {&CTF_CHALLENGES, kop_meta_namespace(chal), kop_meta_name(chal)},
+                         .type = KOP_PATCH_MERGE,
+                         .patch = patch,
+                         .opts = {.subresource = "status"}};
+    kop_err err = kop_patch_object(kop_manager_client(op->mgr), &req, NULL, st);
+    json_decref(patch);
+    return err;
+}
+
 /* write_status patches the status when it changed, and tells of transitions. */
 kop_err ctf_write_status(ctf_operator *op, const kop_reconcile *req, const json_t *chal,
                          const ctf_observation *o, const char *ns, time_t expires)
@@ -94,9 +116,13 @@ kop_err ctf_write_status(ctf_operator *op, const kop_reconcile *req, const json_
         return KOP_ENOMEM;
     if (old && status_equal(old, status))
         goto out;
-    err = kop_patch_status(kop_manager_client(op->mgr), &CTF_CHALLENGES, chal, status, NULL, &st);
+    err = patch_status(op, chal, status, &st);
     if (err == KOP_ENOTFOUND)
         err = KOP_OK; /* gone meanwhile: nothing to report on */
+    if (err == KOP_ECONFLICT) {
+        kop_logger_log(req->log, KOP_LOG_DEBUG, "status not written: the cache is behind");
+        goto out;
+    }
     if (err) {
         kop_logger_log(req->log, KOP_LOG_ERROR, "status not written", KOP_LOG_ERR(err),
                        KOP_LOG_STR("detail", st.message));

@@ -17,14 +17,17 @@ Two modes:
         forwarding them; "gone" answers watches with 200 and a 410 Expired
         ERROR event, as the apiserver does for a compacted resourceVersion;
         "eof" answers watches with 200 and an empty stream; "drop" closes
-        client connections at random. Every request is recorded (method,
-        path, query, content type, code, injected or not).
+        client connections at random; "delay" holds every chunk of every
+        watch stream (open or opened later) for --seconds before passing it
+        on, in order: the client sees each event that much late, as behind
+        a slow network or an overloaded apiserver. Every request is recorded
+        (method, path, query, content type, code, injected or not).
 
 A control endpoint (plain HTTP on --control) sets the fault and reads the
 counters; faults change for requests and connections from then on:
 
-  GET /mode?set=pass|drop|refuse|error|gone|eof[&code=500][&retry_after=1]
-            [&ratio=1.0][&min=0.2][&max=2.0]
+  GET /mode?set=pass|drop|refuse|error|gone|eof|delay[&code=500][&retry_after=1]
+            [&ratio=1.0][&min=0.2][&max=2.0][&seconds=5]
   GET /kill                      drop every live connection now (RST)
   GET /stats[?since=UNIX_TIME]   counters, and requests per kind since a time
   GET /requests                  every request recorded (http mode), JSON lines
@@ -60,6 +63,7 @@ class State:
         self.ratio = 1.0
         self.drop_min = 0.2
         self.drop_max = 2.0
+        self.delay = 0.0  # seconds watch chunks are held ("delay" mode)
         self.conns = set()
         self.connections = 0
         self.dropped = 0
@@ -283,20 +287,63 @@ GONE_EVENT = {"type": "ERROR", "object": json.loads(status_body(
     410, "Expired", "too old resource version: injected by faultproxy"))}
 
 
-def relay_body(conn, up, method, code, headers):
+class Delayer:
+    """Delayer holds the pieces of one watch body for STATE.delay seconds (as
+    it was when each came), in order. One thread: the relay loop flushes
+    what is due and bounds its waits by the next due time."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.items = []  # (due, data)
+
+    def put(self, data):
+        with STATE.lock:
+            delay = STATE.delay
+        due = time.monotonic() + delay
+        if self.items:
+            due = max(due, self.items[-1][0])  # never overtake
+        self.items.append((due, data))
+        self.flush()
+
+    def flush(self):
+        now = time.monotonic()
+        while self.items and self.items[0][0] <= now:
+            self.sock.sendall(self.items.pop(0)[1])
+
+    def timeout(self):
+        if not self.items:
+            return 1.0
+        return min(1.0, max(0.0, self.items[0][0] - time.monotonic()))
+
+    def finish(self):
+        while self.items:
+            time.sleep(self.timeout())
+            self.flush()
+
+
+def relay_body(conn, up, method, code, headers, watch=False):
     """relay_body copies one response body from upstream to the client as
-    framed, watching for the client going away. False: close the connection."""
+    framed, watching for the client going away. False: close the connection.
+    A watch's body goes through a Delayer, which in mode "delay" holds it."""
     if method == "HEAD" or code in (204, 304) or 100 <= code < 200:
         return True
     client = conn.client
+    delayer = Delayer(client) if watch else None
+    send = delayer.put if delayer else client.sendall
+    ok = relay_framed(conn, up, headers, send, client, delayer)
+    if delayer:
+        delayer.finish()
+    return ok
 
-    def send(data):
-        client.sendall(data)
+
+def relay_framed(conn, up, headers, send, client, delayer):
 
     def wait_upstream():
         # Block until upstream has bytes; notice a client that hung up.
         while not up.pending():
-            r, _, _ = select.select([up.sock, client], [], [], 1.0)
+            if delayer:
+                delayer.flush()
+            r, _, _ = select.select([up.sock, client], [], [], delayer.timeout() if delayer else 1.0)
             if conn.killed:
                 raise EOFError
             if client in r:
@@ -410,7 +457,7 @@ def serve_http(conn, upstream, up_ctx):
             rcode = int(rfirst[1])
             STATE.record(code=rcode, injected=False, **rec)
             conn.client.sendall(resp)
-            if not relay_body(conn, up, method, rcode, rheaders):
+            if not relay_body(conn, up, method, rcode, rheaders, watch):
                 return
             if (header(rheaders, "connection") or "").lower() == "close":
                 return
@@ -495,6 +542,7 @@ class Control(BaseHTTPRequestHandler):
                 STATE.ratio = float(q.get("ratio", 1.0))
                 STATE.drop_min = float(q.get("min", 0.2))
                 STATE.drop_max = float(q.get("max", 2.0))
+                STATE.delay = float(q.get("seconds", 5.0)) if STATE.mode == "delay" else 0.0
             self.reply({"mode": STATE.mode})
         elif u.path == "/kill":
             with STATE.lock:
