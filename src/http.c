@@ -2,11 +2,36 @@
  * http.c - the pieces libkop's HTTP servers share (kop/http.h).
  */
 #include <netdb.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/resource.h>
+
 #include "kop/http.h"
+
+static pthread_once_t raise_once = PTHREAD_ONCE_INIT;
+
+/* raise_nofile lifts the soft descriptor limit to the hard one (best effort). */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+unsigned kop_http_connection_limit(unsigned want)
+{
+    struct rlimit rl;
+    pthread_once(&raise_once, raise_nofile);
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return want;
+    rlim_t room = rl.rlim_cur > KOP_HTTP_FD_RESERVE + 16 ? rl.rlim_cur - KOP_HTTP_FD_RESERVE : 16;
+    return room < want ? (unsigned)room : want;
+}
 
 kop_err kop_http_parse_bind(const char *bind, struct sockaddr_storage *out, socklen_t *len_out,
                             kop_status *st)

@@ -10,7 +10,11 @@
  * restores the caller's mask.
  *
  * The HTTP endpoint is libmicrohttpd with its own polling thread; it reads
- * only thread-safe state (metrics registry, informer sync flags).
+ * only thread-safe state (metrics registry, informer sync flags). Probes
+ * must be answered whoever else connects: one client address holds at most
+ * PROBE_PER_ADDRESS connections and an idle one is closed after
+ * PROBE_IDLE_TIMEOUT_S, so a client that opens many and sends nothing
+ * cannot starve the kubelet's probes into restarting the operator.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,6 +36,9 @@
 #include "manager_internal.h"
 
 #define MAX_INFORMERS 32
+#define PROBE_CONNECTIONS    256 /* metrics, /healthz and /readyz connections in all */
+#define PROBE_PER_ADDRESS    16  /* from one client address */
+#define PROBE_IDLE_TIMEOUT_S 10
 
 struct shared_informer {
     const kop_resource *resource;
@@ -400,10 +407,13 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
                                size_t *upload_size, void **req_cls)
 {
     kop_manager *m = cls;
-    (void)version;
     (void)upload;
     (void)upload_size;
     (void)req_cls;
+    /* RFC 9112: an HTTP/1.1 request without Host is a 400 (libmicrohttpd lets it through). */
+    if (strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
+        !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST))
+        return respond(conn, 400, "text/plain", "no Host header\n", 15, MHD_RESPMEM_PERSISTENT);
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
         return respond(conn, 405, "text/plain", "method not allowed\n", 19,
                        MHD_RESPMEM_PERSISTENT);
@@ -440,9 +450,11 @@ static kop_err start_http(kop_manager *m, kop_status *st)
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
     if (sa.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    m->http = MHD_start_daemon(flags, 0, NULL, NULL, on_http, m, MHD_OPTION_SOCK_ADDR,
-                               (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
-                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_END);
+    m->http = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_http, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+        MHD_OPTION_CONNECTION_LIMIT, kop_http_connection_limit(PROBE_CONNECTIONS),
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PROBE_PER_ADDRESS,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)PROBE_IDLE_TIMEOUT_S, MHD_OPTION_END);
     if (!m->http) {
         kop_status_setf(st, 0, NULL, "cannot serve metrics on %s: %s", m->metrics_bind,
                         strerror(errno));

@@ -3,10 +3,14 @@
  * server and the order of checks (routes, error shape and semantics:
  * docs/api.md; the files of the API: api_internal.h).
  *
- * Threads: MHD runs one thread per connection, so an event stream may
- * block in its content callback waiting for a change, and a write may wait
- * on the apiserver, without holding up anyone else. The connection limit
- * caps the threads.
+ * Connections: a pool of POOL_THREADS threads polls them all (epoll), so
+ * an idle or slow connection costs a descriptor and a few KiB, not a
+ * thread: thousands can wait without starving anyone. An event stream
+ * with nothing to send parks (api_stream.c). A client address may hold
+ * MAX_PER_ADDRESS connections, all of them MAX_CONNECTIONS (or what the
+ * descriptor limit allows), and a connection idle for IDLE_TIMEOUT_S is
+ * closed. A write waits on the apiserver in its pool thread; the pool is
+ * sized so that a few slow writes leave the others serving.
  *
  * Order of checks, the same for every request, so that a refusal never
  * depends on state the caller may not see: route (404), token (401), names
@@ -175,7 +179,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     ctf_api *api = cls;
     request *rq = *con_cls;
     enum MHD_Result ret = MHD_YES;
-    (void)version;
 
     if (!rq) {
         if (!(rq = calloc(1, sizeof *rq)))
@@ -183,6 +186,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *con_cls = rq;
         kop_buf_init(&rq->body, CTF_API_BODY_MAX);
         rq->method = method;
+        /* RFC 9112: an HTTP/1.1 request without Host is a 400 (libmicrohttpd lets it through). */
+        if (strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
+            !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST))
+            return ctf_api_send_error(api, conn, rq, 400, "BadRequest",
+                                      "an HTTP/1.1 request needs a Host header", NULL);
         if (!check_headers(api, conn, rq, url, &ret))
             return ret;
         return MHD_YES;
@@ -253,9 +261,11 @@ kop_err ctf_api_new(ctf_operator *op, const ctf_api_opts *opts, ctf_api **out, k
     if (!err)
         err = kop_manager_informer(op->mgr, &CTF_SECRETS, opts->system_namespace, NULL,
                                    &api->secrets);
-    kop_informer_handler h = ctf_api_hub_handler(api);
+    kop_informer_handler h = ctf_api_hub_handler(api), th = ctf_api_token_handler(api);
     if (!err)
         err = kop_informer_add_handler(op->challenges, &h);
+    if (!err)
+        err = kop_informer_add_handler(api->secrets, &th);
     if (!err)
         err = kop_metrics_counter(kop_manager_metrics(op->mgr), "ctf_api_requests_total",
                                   "Instance API requests by route, method and HTTP code", labels,
@@ -280,15 +290,20 @@ kop_err ctf_api_start(ctf_api *api, kop_status *st)
         kop_status_setf(st, 0, NULL, "--api-bind: %s", why.message);
         return err;
     }
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    if ((err = ctf_api_streamer_start(api)) != KOP_OK) {
+        kop_status_setf(st, 0, NULL, "instance API: cannot start the stream thread");
+        return err;
+    }
     api->http = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, api, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)60, MHD_OPTION_NOTIFY_COMPLETED, on_completed, api,
-        MHD_OPTION_UNESCAPE_CALLBACK, raw_path, NULL, MHD_OPTION_THREAD_STACK_SIZE,
-        (size_t)(1u << 20), MHD_OPTION_END);
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)POOL_THREADS, MHD_OPTION_CONNECTION_LIMIT,
+        kop_http_connection_limit(MAX_CONNECTIONS), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)MAX_PER_ADDRESS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, api, MHD_OPTION_UNESCAPE_CALLBACK, raw_path,
+        NULL, MHD_OPTION_END);
     if (!api->http) {
         kop_status_setf(st, 0, NULL, "cannot serve the API on %s: %s", api->opts.bind,
                         strerror(errno));
@@ -312,10 +327,7 @@ void ctf_api_free(ctf_api *api)
 {
     if (!api)
         return;
-    pthread_mutex_lock(&api->lock);
-    api->stopping = true;
-    pthread_cond_broadcast(&api->changed);
-    pthread_mutex_unlock(&api->lock);
+    ctf_api_streamer_stop(api); /* every parked stream resumed, to end */
     if (api->http)
         MHD_stop_daemon(api->http);
     pthread_cond_destroy(&api->changed);

@@ -8,11 +8,12 @@
  *   api_auth.c    who a token belongs to, and each team's write budget
  *   api_read.c    reads from the caches: a team's Instances, the GET routes
  *   api_write.c   PUT (create), POST renew, DELETE (stop)
- *   api_stream.c  the event hub and the event streams
+ *   api_stream.c  the event streams: parked while idle, woken by changes
  *   api_flag.c    the flag check (admin only)
  *
- * Locks: api->lock guards the hub, the stream counts and the buckets, and
- * is never held while calling into an informer.
+ * Locks: api->lock guards the streams and the buckets, and is never held
+ * while calling into an informer; MHD's suspend and resume are called with
+ * it held (api_stream.c).
  */
 #ifndef CTF_API_INTERNAL_H
 #define CTF_API_INTERNAL_H
@@ -29,30 +30,26 @@
 #define ADMIN_KEY        "token"
 #define TEAMS_SECRET     "ctf-team-tokens"
 #define CREATED_BY       "app.kubernetes.io/created-by"
-#define HUB_RING         1024 /* notes kept; a stream further behind resends a snapshot */
 #define MAX_BUCKETS      4096 /* teams with a write budget in use */
-#define MAX_CONNECTIONS  512
+#define MAX_CONNECTIONS  4096 /* lowered to what the descriptor limit allows */
+#define MAX_PER_ADDRESS  64   /* connections from one client address */
+#define POOL_THREADS     8    /* threads polling the connections */
+#define IDLE_TIMEOUT_S                                                                             \
+    20 /* a connection idle this long is closed (parked streams are not idle)                      \
+        */
 #define STREAMS_PER_TEAM 8
-#define STREAMS_MAX      256
+#define STREAMS_MAX       2048
+#define STREAM_LIFETIME_S 3600       /* then a stream ends; its client reconnects */
 #define STREAM_OUT_MAX   (4u << 20) /* one stream's pending output */
 #define RENEW_ATTEMPTS   3
 #define RETRY_AFTER_503  "2"
-
-/* One "team T changed" note of the hub's ring. */
-struct note {
-    uint64_t seq;
-    char team[CTF_TEAM_SIZE];
-};
 
 struct team_bucket {
     char team[CTF_TEAM_SIZE];
     ctf_bucket b;
 };
 
-struct team_streams {
-    char team[CTF_TEAM_SIZE];
-    int n;
-};
+typedef struct stream stream; /* api_stream.c */
 
 struct ctf_api {
     ctf_operator *op;
@@ -63,14 +60,15 @@ struct ctf_api {
     int port;
 
     pthread_mutex_t lock;
-    pthread_cond_t changed; /* a note was added, or stopping */
+    pthread_cond_t changed; /* the token Secrets changed, or stopping: the streamer wakes */
     bool stopping;
-    uint64_t seq; /* last note's */
-    struct note ring[HUB_RING];
     struct team_bucket *buckets;
     size_t nbuckets;
-    struct team_streams streams[STREAMS_MAX];
+    stream *streams, *streams_tail; /* every open event stream, oldest first */
     int nstreams;
+    uint64_t token_gen; /* bumped by every change of the token Secrets */
+    pthread_t streamer;
+    bool streamer_running;
 };
 
 /* Who a token belongs to. */
@@ -166,8 +164,14 @@ enum MHD_Result ctf_api_check_flag(ctf_api *api, mhd_conn *conn, request *rq,
 
 /* ---- api_stream.c ---- */
 
-/* ctf_api_hub_handler: the Challenge cache's events, noted in the hub (register once). */
+/* ctf_api_hub_handler: the Challenge cache's events wake the team's streams (register once). */
 kop_informer_handler ctf_api_hub_handler(ctf_api *api);
+/* ctf_api_token_handler: the token Secrets' events make every stream check its token. */
+kop_informer_handler ctf_api_token_handler(ctf_api *api);
+/* ctf_api_streamer_start runs the thread that wakes parked streams when a timer is due. */
+KOP_NODISCARD kop_err ctf_api_streamer_start(ctf_api *api);
+/* ctf_api_streamer_stop ends every stream (stopping) and joins the thread; idempotent. */
+void ctf_api_streamer_stop(ctf_api *api);
 enum MHD_Result ctf_api_get_events(ctf_api *api, mhd_conn *conn, request *rq);
 
 #endif /* CTF_API_INTERNAL_H */

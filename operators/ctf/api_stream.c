@@ -1,14 +1,32 @@
 /*
- * api_stream.c - the event hub and the event streams (Server-Sent Events).
+ * api_stream.c - the event streams (Server-Sent Events), without a thread
+ * per stream.
  *
- * The hub is a ring of "team T changed" notes fed by the Challenge
- * informer's handlers. Each stream wakes on a new note for its team,
- * recomputes the team's Instances from the cache and sends those whose
- * view changed, so a stream never reorders states, and one that fell
- * behind the ring just sends a fresh snapshot. A stream starts with a
- * snapshot, sends a heartbeat when idle, and holds at most STREAM_OUT_MAX
- * bytes of pending output; a team may hold STREAMS_PER_TEAM streams, the
- * API STREAMS_MAX.
+ * The API's server polls its connections from a small pool of threads, so
+ * a stream with nothing to send must not wait in its content callback:
+ * it parks (MHD_suspend_connection) and is resumed when there is
+ * something to do. What wakes a parked stream:
+ *   - a change to one of its team's Challenges: the informer's handler
+ *     marks the team's streams and resumes those parked (note);
+ *   - a due heartbeat, the end of its lifetime, a change of the token
+ *     Secrets or an eviction: the streamer thread, which sleeps until the
+ *     earliest of those;
+ *   - the API stopping: every parked stream is resumed and ends.
+ * api->lock guards the stream list and every stream's flags, and is held
+ * across both MHD_suspend_connection and MHD_resume_connection, so a
+ * resume never overtakes the suspend it answers.
+ *
+ * A resumed stream recomputes the team's Instances from the cache and
+ * sends those whose view changed (so it never reorders states), a
+ * heartbeat when idle, and holds at most STREAM_OUT_MAX bytes of pending
+ * output. It checks its token again whenever the token Secrets changed,
+ * and ends when the token no longer stands for its team, and after
+ * STREAM_LIFETIME_S in any case (clients reconnect, with a fresh snapshot).
+ *
+ * Limits: a team holds at most STREAMS_PER_TEAM streams, the API
+ * STREAMS_MAX. When the API is full, a team below its fair share
+ * (STREAMS_MAX over the teams with streams) still gets one: the oldest
+ * stream of the team holding the most is ended to make room.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +35,43 @@
 
 #include "api_internal.h"
 
-/* note records that team's Instances changed, and wakes the streams. */
+struct stream {
+    ctf_api *api;
+    struct MHD_Connection *conn;
+    struct stream *prev, *next; /* api->streams, oldest first */
+    char team[CTF_TEAM_SIZE];
+    char *auth;           /* the Authorization header it was opened with (owned) */
+    uint64_t token_gen;   /* api->token_gen when its token was last checked */
+    bool started;         /* the snapshot went out */
+    bool noted;           /* the team's Instances changed since last sent */
+    bool parked;          /* suspended, waiting to be resumed */
+    bool ending;          /* evicted or the API stopping: end at the next read */
+    json_t *sent;         /* challenge -> view key last sent */
+    kop_buf out;          /* pending output, capped at STREAM_OUT_MAX */
+    size_t off;           /* of out, already handed to MHD */
+    int64_t heartbeat_ms; /* when the next heartbeat is due */
+    int64_t end_ms;       /* the end of its lifetime */
+};
+
+/* ---- waking (api->lock held) ------------------------------------------------------- */
+
+/* wake resumes s if it is parked. */
+static void wake(stream *s)
+{
+    if (s->parked) {
+        s->parked = false;
+        MHD_resume_connection(s->conn);
+    }
+}
+
+/* due tells whether s has something to do now (or must end). */
+static bool due(const stream *s, int64_t now)
+{
+    return s->api->stopping || s->ending || s->noted || s->token_gen != s->api->token_gen ||
+           now >= s->heartbeat_ms || now >= s->end_ms;
+}
+
+/* note marks team's streams changed and resumes those parked. */
 static void note(ctf_api *api, const json_t *chal)
 {
     const char *ns = kop_meta_namespace(chal);
@@ -25,10 +79,12 @@ static void note(ctf_api *api, const json_t *chal)
     if (!ns || !team || strcmp(ns, api->opts.challenge_namespace) != 0)
         return;
     pthread_mutex_lock(&api->lock);
-    struct note *n = &api->ring[++api->seq % HUB_RING];
-    n->seq = api->seq;
-    snprintf(n->team, sizeof n->team, "%s", team);
-    pthread_cond_broadcast(&api->changed);
+    for (stream *s = api->streams; s; s = s->next) {
+        if (s->team[0] == team[0] && strcmp(s->team, team) == 0) {
+            s->noted = true;
+            wake(s);
+        }
+    }
     pthread_mutex_unlock(&api->lock);
 }
 
@@ -48,16 +104,85 @@ static void on_delete(const json_t *obj, void *user)
     note(user, obj);
 }
 
-typedef struct stream {
-    ctf_api *api;
-    char team[CTF_TEAM_SIZE];
-    uint64_t seq;         /* the last note seen */
-    bool started;         /* the snapshot went out */
-    json_t *sent;         /* challenge -> view key last sent */
-    kop_buf out;          /* pending output, capped at STREAM_OUT_MAX */
-    size_t off;           /* of out, already handed to MHD */
-    int64_t heartbeat_ms; /* when the next one is due */
-} stream;
+kop_informer_handler ctf_api_hub_handler(ctf_api *api)
+{
+    return (kop_informer_handler){on_add, on_update, on_delete, api};
+}
+
+/* tokens_changed: a token Secret changed; every stream checks its token again. */
+static void tokens_changed(const json_t *obj, void *user)
+{
+    ctf_api *api = user;
+    (void)obj;
+    pthread_mutex_lock(&api->lock);
+    api->token_gen++;
+    pthread_cond_broadcast(&api->changed);
+    pthread_mutex_unlock(&api->lock);
+}
+
+static void tokens_updated(const json_t *old_obj, const json_t *new_obj, void *user)
+{
+    (void)old_obj;
+    tokens_changed(new_obj, user);
+}
+
+kop_informer_handler ctf_api_token_handler(ctf_api *api)
+{
+    return (kop_informer_handler){tokens_changed, tokens_updated, tokens_changed, api};
+}
+
+/* mono_timespec turns a CLOCK_MONOTONIC time in ms into a timespec for a condition wait. */
+static struct timespec mono_timespec(int64_t ms)
+{
+    return (struct timespec){.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000};
+}
+
+/* streamer resumes parked streams whose heartbeat, lifetime or token check is due. */
+static void *streamer(void *arg)
+{
+    ctf_api *api = arg;
+    pthread_mutex_lock(&api->lock);
+    while (!api->stopping) {
+        int64_t now = kop_mono_ms(), next = now + 1000;
+        for (stream *s = api->streams; s; s = s->next) {
+            if (!s->parked)
+                continue;
+            if (due(s, now)) {
+                wake(s);
+                continue;
+            }
+            next = s->heartbeat_ms < next ? s->heartbeat_ms : next;
+            next = s->end_ms < next ? s->end_ms : next;
+        }
+        struct timespec until = mono_timespec(next);
+        pthread_cond_timedwait(&api->changed, &api->lock, &until);
+    }
+    for (stream *s = api->streams; s; s = s->next) /* MHD stops only with none parked */
+        wake(s);
+    pthread_mutex_unlock(&api->lock);
+    return NULL;
+}
+
+kop_err ctf_api_streamer_start(ctf_api *api)
+{
+    if (pthread_create(&api->streamer, NULL, streamer, api) != 0)
+        return KOP_ENOMEM;
+    api->streamer_running = true;
+    return KOP_OK;
+}
+
+void ctf_api_streamer_stop(ctf_api *api)
+{
+    pthread_mutex_lock(&api->lock);
+    api->stopping = true;
+    pthread_cond_broadcast(&api->changed);
+    pthread_mutex_unlock(&api->lock);
+    if (api->streamer_running)
+        pthread_join(api->streamer, NULL);
+    api->streamer_running = false;
+}
+
+/* ---- output ------------------------------------------------------------------------- */
 
 /* append adds text to s's pending output (capped). */
 static bool append(stream *s, const char *text, size_t n)
@@ -140,81 +265,83 @@ static bool send_changes(stream *s)
     return ok;
 }
 
-/*
- * wait_change blocks until the team has a note after s->seq, the heartbeat
- * is due or the API stops. Returns 1 for a change, 2 for a lost track
- * (the ring moved past s->seq: resend a snapshot), 0 for a heartbeat, -1
- * when stopping.
- */
-static int wait_change(stream *s)
+/* What a stream does next, decided under api->lock. */
+enum step { STEP_END, STEP_PARK, STEP_HEARTBEAT, STEP_CHANGES, STEP_CHECK_TOKEN };
+
+static enum step next_step(stream *s, uint64_t *token_gen)
 {
     ctf_api *api = s->api;
-    int r = -1;
-    pthread_mutex_lock(&api->lock);
-    for (;;) {
-        if (api->stopping)
-            break;
-        if (api->seq != s->seq) {
-            bool lost = api->seq - s->seq > HUB_RING;
-            bool mine = false;
-            for (uint64_t q = s->seq + 1; !lost && q <= api->seq; q++)
-                mine = mine || strcmp(api->ring[q % HUB_RING].team, s->team) == 0;
-            s->seq = api->seq;
-            if (lost || mine) {
-                r = lost ? 2 : 1;
-                break;
-            }
-        }
-        int64_t now = kop_mono_ms();
-        if (now >= s->heartbeat_ms) {
-            r = 0;
-            break;
-        }
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        int64_t wait = s->heartbeat_ms - now;
-        until.tv_sec += wait / 1000;
-        until.tv_nsec += (wait % 1000) * 1000000;
-        if (until.tv_nsec >= 1000000000) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&api->changed, &api->lock, &until);
+    int64_t now = kop_mono_ms();
+    if (api->stopping || s->ending || now >= s->end_ms)
+        return STEP_END;
+    if (s->token_gen != api->token_gen) {
+        *token_gen = api->token_gen;
+        return STEP_CHECK_TOKEN;
     }
-    pthread_mutex_unlock(&api->lock);
-    return r;
+    if (s->noted) {
+        s->noted = false;
+        return STEP_CHANGES;
+    }
+    if (now >= s->heartbeat_ms)
+        return STEP_HEARTBEAT;
+    return STEP_PARK;
 }
 
-/* stream_next fills s's pending output with what comes next; false ends the stream. */
-static bool stream_next(stream *s)
+/* token_still_good: the token the stream came with still stands for its team. */
+static bool token_still_good(stream *s)
+{
+    principal who;
+    if (!ctf_api_authenticate(s->api, s->auth, &who))
+        return false;
+    return who.admin || strcmp(who.team, s->team) == 0;
+}
+
+/*
+ * fill fills s's pending output with what comes next. Returns 1 with
+ * output, 0 when parked (the connection is suspended), -1 to end.
+ */
+static int fill(stream *s)
 {
     static const char hello[] = "retry: 2000\n\n", beat[] = ": heartbeat\n\n";
+    ctf_api *api = s->api;
     if (!s->started) {
         s->started = true;
-        return append(s, hello, sizeof hello - 1) && send_snapshot(s);
+        return append(s, hello, sizeof hello - 1) && send_snapshot(s) ? 1 : -1;
     }
     while (s->out.len == 0) {
-        switch (wait_change(s)) {
-        case -1:
-            return false;
-        case 0:
-            s->heartbeat_ms = kop_mono_ms() + s->api->opts.heartbeat_s * 1000L;
+        uint64_t gen = 0;
+        pthread_mutex_lock(&api->lock);
+        enum step step = next_step(s, &gen);
+        if (step == STEP_PARK) {
+            s->parked = true;
+            MHD_suspend_connection(s->conn);
+        }
+        pthread_mutex_unlock(&api->lock);
+        switch (step) {
+        case STEP_PARK:
+            return 0;
+        case STEP_END:
+            return -1;
+        case STEP_CHECK_TOKEN:
+            if (!token_still_good(s))
+                return -1;
+            s->token_gen = gen;
+            break;
+        case STEP_HEARTBEAT:
+            s->heartbeat_ms = kop_mono_ms() + api->opts.heartbeat_s * 1000L;
             if (!append(s, beat, sizeof beat - 1))
-                return false;
+                return -1;
             break;
-        case 2:
-            if (!send_snapshot(s))
-                return false;
-            break;
-        default:
+        case STEP_CHANGES:
             if (!send_changes(s))
-                return false;
+                return -1;
+            break;
         }
     }
-    return true;
+    return 1;
 }
 
-/* stream_read is MHD's content callback: hand out pending output, or wait for more. */
+/* stream_read is MHD's content callback: hand out pending output, or park. */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     stream *s = cls;
@@ -223,8 +350,11 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         kop_buf_fini(&s->out); /* a big snapshot's memory goes back at once */
         kop_buf_init(&s->out, STREAM_OUT_MAX);
         s->off = 0;
-        if (!stream_next(s))
+        int r = fill(s);
+        if (r < 0)
             return MHD_CONTENT_READER_END_OF_STREAM;
+        if (r == 0)
+            return 0; /* parked: MHD calls again once resumed */
     }
     size_t n = s->out.len - s->off < max ? s->out.len - s->off : max;
     memcpy(buf, s->out.data + s->off, n);
@@ -232,68 +362,132 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     return (ssize_t)n;
 }
 
-/* streams_adjust counts team's open streams by delta; false when +1 would pass a cap. */
-static bool streams_adjust(ctf_api *api, const char *team, int delta)
+/* ---- admission of streams (api->lock held) ----------------------------------------- */
+
+/*
+ * admit_stream decides whether team may open one more stream; on a refusal
+ * msg says why (the team's own cap, or the API full and the team at its
+ * fair share). When the API is full and team is below its fair share, the
+ * oldest stream of the biggest holder is ended to make room.
+ */
+static bool admit_stream(ctf_api *api, const char *team, char *msg, size_t size)
 {
-    struct team_streams *ts = NULL, *free_slot = NULL;
-    bool ok = true;
-    pthread_mutex_lock(&api->lock);
-    for (int i = 0; i < STREAMS_MAX; i++) {
-        if (api->streams[i].n > 0 && strcmp(api->streams[i].team, team) == 0)
-            ts = &api->streams[i];
-        else if (api->streams[i].n == 0 && !free_slot)
-            free_slot = &api->streams[i];
+    json_t *counts = json_object(); /* team -> streams not ending */
+    const char *biggest = NULL, *t;
+    json_int_t most = 0;
+    json_t *n;
+    bool ok = false;
+    if (!counts) {
+        snprintf(msg, size, "out of memory");
+        return false;
     }
-    if (delta > 0) {
-        if ((ts && ts->n >= STREAMS_PER_TEAM) || api->nstreams >= STREAMS_MAX ||
-            (!ts && !free_slot)) {
-            ok = false;
-        } else {
-            if (!ts) {
-                ts = free_slot;
-                snprintf(ts->team, sizeof ts->team, "%s", team);
-            }
-            ts->n++;
-            api->nstreams++;
+    for (stream *s = api->streams; s; s = s->next)
+        if (!s->ending)
+            json_object_set_new(
+                counts, s->team,
+                json_integer(json_integer_value(json_object_get(counts, s->team)) + 1));
+    json_int_t mine = json_integer_value(json_object_get(counts, team));
+    json_object_foreach(counts, t, n)
+    {
+        if (json_integer_value(n) > most) {
+            most = json_integer_value(n);
+            biggest = t;
         }
-    } else if (ts) {
-        ts->n--;
-        api->nstreams--;
     }
-    pthread_mutex_unlock(&api->lock);
+    json_int_t fair = STREAMS_MAX / ((json_int_t)json_object_size(counts) + (mine == 0));
+    if (mine >= STREAMS_PER_TEAM) {
+        snprintf(msg, size, "team %s already holds %d event streams, the most a team may", team,
+                 STREAMS_PER_TEAM);
+    } else if (api->nstreams < STREAMS_MAX) {
+        ok = true;
+    } else if (mine < fair && biggest && most > fair && strcmp(biggest, team) != 0) {
+        for (stream *s = api->streams; s && !ok; s = s->next) {
+            if (!s->ending && strcmp(s->team, biggest) == 0) {
+                s->ending = true; /* its oldest stream makes room */
+                wake(s);
+                ok = true;
+            }
+        }
+    }
+    if (!ok && mine < STREAMS_PER_TEAM)
+        snprintf(msg, size,
+                 "the API holds its maximum of %d event streams and team %s has its fair share "
+                 "(%d); retry later",
+                 STREAMS_MAX, team, (int)mine);
+    json_decref(counts);
     return ok;
 }
 
 static void stream_free(void *cls)
 {
     stream *s = cls;
-    streams_adjust(s->api, s->team, -1);
+    ctf_api *api = s->api;
+    pthread_mutex_lock(&api->lock);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        api->streams = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    else
+        api->streams_tail = s->prev;
+    api->nstreams--;
+    pthread_mutex_unlock(&api->lock);
     json_decref(s->sent);
     kop_buf_fini(&s->out);
+    free(s->auth);
     free(s);
+}
+
+/* stream_new makes the stream of the request (NULL when out of memory). */
+static stream *stream_new(ctf_api *api, struct MHD_Connection *conn, const request *rq)
+{
+    const char *auth =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    stream *s = calloc(1, sizeof *s);
+    if (!s || !(s->sent = json_object()) || !(s->auth = strdup(auth ? auth : ""))) {
+        if (s)
+            json_decref(s->sent);
+        free(s);
+        return NULL;
+    }
+    kop_buf_init(&s->out, STREAM_OUT_MAX);
+    s->api = api;
+    s->conn = conn;
+    snprintf(s->team, sizeof s->team, "%s", rq->route.team);
+    int64_t now = kop_mono_ms();
+    s->heartbeat_ms = now + api->opts.heartbeat_s * 1000L;
+    s->end_ms = now + STREAM_LIFETIME_S * 1000L;
+    return s;
 }
 
 enum MHD_Result ctf_api_get_events(ctf_api *api, struct MHD_Connection *conn, request *rq)
 {
-    stream *s = calloc(1, sizeof *s);
-    if (!s || !(s->sent = json_object())) {
-        free(s);
+    char msg[200];
+    stream *s = stream_new(api, conn, rq);
+    if (!s)
         return ctf_api_send_unavailable(api, conn, rq, "out of memory");
+    pthread_mutex_lock(&api->lock);
+    bool ok = admit_stream(api, rq->route.team, msg, sizeof msg);
+    if (ok) { /* the snapshot covers everything before this */
+        s->token_gen = api->token_gen;
+        s->prev = api->streams_tail;
+        if (api->streams_tail)
+            api->streams_tail->next = s;
+        else
+            api->streams = s;
+        api->streams_tail = s;
+        api->nstreams++;
     }
-    kop_buf_init(&s->out, STREAM_OUT_MAX);
-    if (!streams_adjust(api, rq->route.team, +1)) {
+    pthread_mutex_unlock(&api->lock);
+    if (!ok) {
+        s->api = NULL;
         json_decref(s->sent);
+        free(s->auth);
         free(s);
         const char *h[] = {"Retry-After", "10", NULL};
-        return ctf_api_send_error(api, conn, rq, 429, "TooManyRequests",
-                                  "this team has too many event streams open", h);
+        return ctf_api_send_error(api, conn, rq, 429, "TooManyRequests", msg, h);
     }
-    s->api = api;
-    snprintf(s->team, sizeof s->team, "%s", rq->route.team);
-    s->heartbeat_ms = kop_mono_ms() + api->opts.heartbeat_s * 1000L;
-    pthread_mutex_lock(&api->lock);
-    s->seq = api->seq; /* the snapshot covers everything before */
-    pthread_mutex_unlock(&api->lock);
 
     struct MHD_Response *r =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
@@ -310,9 +504,4 @@ enum MHD_Result ctf_api_get_events(ctf_api *api, struct MHD_Connection *conn, re
     rq->answered = true;
     ctf_api_count(api, rq, 200);
     return ret;
-}
-
-kop_informer_handler ctf_api_hub_handler(ctf_api *api)
-{
-    return (kop_informer_handler){on_add, on_update, on_delete, api};
 }

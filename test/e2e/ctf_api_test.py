@@ -1020,6 +1020,8 @@ def test_stream_limit():
     s9 = Stream("team-b", tb)
     check(s9.status == 429 and s9.body and s9.body["error"]["code"] == "TooManyRequests",
           f"the 9th stream: {s9.status} {s9.body}")
+    check("team team-b already holds 8 event streams" in s9.body["error"]["message"],
+          f"the 9th stream's refusal names the wrong cause: {s9.body}")
     other = open_stream("team-a", TEAMS["team-a"])
     first_snapshot(other)
     other.close()
@@ -1036,6 +1038,76 @@ def test_stream_limit():
         return False
     wait_for(30, "a stream after the others closed", again)
     ok("once streams close, a new one is served")
+
+
+def wait_eof(s, secs, what):
+    """Waits until stream s ends (events before that are skipped)."""
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        try:
+            item = s.q.get(timeout=max(0.1, end - time.monotonic()))
+        except queue.Empty:
+            break
+        if item[0] == "eof":
+            return
+    raise Fail(f"event stream of {s.team} still open {secs}s after {what}")
+
+
+def still_open(s, what):
+    """Checks that stream s is still open: after what is queued, something new comes."""
+    while True:
+        try:
+            item = s.q.get_nowait()
+        except queue.Empty:
+            break
+        check(item[0] != "eof", f"the stream of {s.team} ended: {what}")
+    item = s.next(30, "a heartbeat")
+    check(item[0] != "eof", f"the stream of {s.team} ended: {what}")
+
+
+def test_stream_authorization():
+    log("streams and their tokens over time: rotate, delete and re-create the token Secret")
+    t_old, t_new = secrets_hex(), secrets_hex()
+    patch_tokens({"team-s": t_old})
+    wait_for(30, "team-s's token to work", lambda: call("GET", "/api/v1/whoami", t_old).status == 200)
+    mine, admins = open_stream("team-s", t_old), open_stream("team-s", ADMIN)
+    other = open_stream("team-a", TEAMS["team-a"])
+    for st in (mine, admins, other):
+        first_snapshot(st)
+    patch_tokens({"team-s": t_new})
+    wait_eof(mine, 30, "team-s's token was rotated")
+    still_open(admins, "the admin's stream of team-s ended with the team's rotation")
+    still_open(other, "team-a's stream ended with team-s's rotation")
+    ok("rotating a team's token ends the team's streams opened with the old one; the admin's and other teams' go on")
+
+    fresh = open_stream("team-s", t_new)
+    first_snapshot(fresh)
+    saved = kubectl("-n", "kopc-system", "get", "secret", "ctf-team-tokens", "-o", "json").stdout
+    kubectl("-n", "kopc-system", "delete", "secret", "ctf-team-tokens")
+    wait_eof(fresh, 30, "the token Secret was deleted")
+    wait_eof(other, 30, "the token Secret was deleted")
+    still_open(admins, "the admin's stream ended when the team tokens went")
+    obj = json.loads(saved)
+    for k in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+        obj["metadata"].pop(k, None)
+    p = subprocess.run([KUBECTL, "--kubeconfig", KUBECONFIG, "create", "-f", "-"], input=json.dumps(obj),
+                       capture_output=True, text=True)
+    check(p.returncode == 0, f"re-creating the token Secret: {p.stderr}")
+    wait_for(30, "team tokens to work again", lambda: call("GET", "/api/v1/whoami", t_new).status == 200)
+    again = open_stream("team-s", t_new)
+    first_snapshot(again)
+    for st in (again, admins):
+        st.close()
+    ok("deleting the token Secret ends every team-token stream (the admin's goes on); re-created, streams open again")
+
+
+def secrets_hex():
+    return os.urandom(24).hex()
+
+
+def patch_tokens(tokens):
+    kubectl("-n", "kopc-system", "patch", "secret", "ctf-team-tokens", "--type", "merge",
+            "-p", json.dumps({"stringData": tokens}))
 
 
 def test_flag_check():
@@ -1100,6 +1172,7 @@ def main():
         test_error_state()
         test_made_with_kubectl()
         test_stream_limit()
+        test_stream_authorization()
         test_flag_check()
         test_no_leaks()
         test_metrics()

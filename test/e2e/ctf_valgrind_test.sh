@@ -52,7 +52,10 @@ running() {
 }
 wait_for 180 "Running" running
 [ "$(api POST teams/vg-a/instances/nc/renew)" = 200 ] || fail "renew: $(cat "$WORK/api.out")"
-curl -sf "http://127.0.0.1:${OP_METRICS[vg]}/metrics" | grep -q '^ctf_instances' || fail "no metrics"
+# Read the whole page first: with pipefail, `curl | grep -q` fails whenever grep
+# matches before curl has written everything (curl gets SIGPIPE, exits 23).
+page=$(curl -sf "http://127.0.0.1:${OP_METRICS[vg]}/metrics") || fail "no metrics (curl exit $?)"
+grep -q '^ctf_instances' <<<"$page" || fail "no ctf_instances in /metrics"
 [ "$(api DELETE teams/vg-a/instances/nc)" = 202 ] || fail "DELETE: $(cat "$WORK/api.out")"
 wait_for 240 "both instances gone (deleted, expired)" bash -c "[ -z \"\$('$KUBECTL' --kubeconfig '$DIR/kubeconfig' -n ctf get chal -o name)\" ]"
 wait_for 240 "their namespaces gone" bash -c "[ -z \"\$('$KUBECTL' --kubeconfig '$DIR/kubeconfig' get ns -l app.kubernetes.io/managed-by=kopc-ctf -o name)\" ]"
