@@ -11,6 +11,12 @@
 # an event stream is held open and reopened every minute; /metrics is read
 # at each sample.
 #
+# With SOAK_REAL=1 (the default when run as root, which real nodes need) the
+# devcluster has one real node and no fake ones: the instances are real
+# containers (the web sample's image, pushed by tools/images.sh), pulled,
+# started, probed and torn down all hour long. SOAK_REAL=0 uses two fake
+# (KWOK) nodes.
+#
 # At the end it compares the last fifth of the samples with the second
 # fifth (the first is warm-up): RSS, descriptors and threads must be flat,
 # i.e. the last fifth's mean RSS within 10% + 2 MiB of the second fifth's,
@@ -20,7 +26,7 @@
 # summary.txt, operator.log. Not part of `make test`.
 #
 # Env: DEVCLUSTER, KUBECTL, OPERATOR (default build/bin/*), SOAK_SECONDS,
-#      SOAK_INTERVAL, SOAK_TEAMS, SOAK_OUT.
+#      SOAK_INTERVAL, SOAK_TEAMS, SOAK_OUT, SOAK_REAL.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DEVCLUSTER=${DEVCLUSTER:-$ROOT/build/bin/devcluster}
@@ -28,7 +34,8 @@ KUBECTL=${KUBECTL:-$ROOT/build/bin/kubectl}
 OPERATOR=${OPERATOR:-$ROOT/build/bin/ctf-operator}
 SOAK_SECONDS=${SOAK_SECONDS:-3600}
 SOAK_INTERVAL=${SOAK_INTERVAL:-10}
-SOAK_TEAMS=${SOAK_TEAMS:-40}
+SOAK_REAL=${SOAK_REAL:-$([ "$(id -u)" = 0 ] && echo 1 || echo 0)}
+SOAK_TEAMS=${SOAK_TEAMS:-$([ "$SOAK_REAL" = 1 ] && echo 20 || echo 40)}
 OUT=${SOAK_OUT:-$ROOT/build/soak/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kopc-soak.XXXXXX")
@@ -51,8 +58,16 @@ cleanup() {
 trap cleanup EXIT
 for b in "$DEVCLUSTER" "$KUBECTL" "$OPERATOR"; do [ -x "$b" ] || die "$b not built (make build devcluster)"; done
 
-say "devcluster, RBAC, CRDs, the 'soak' definition; results in $OUT"
-"$DEVCLUSTER" start --dir "$DIR" --nodes 2 >/dev/null || die "devcluster start"
+say "devcluster (real node: $SOAK_REAL), RBAC, CRDs, the 'soak' definition; results in $OUT"
+node_args=()
+if [ "$SOAK_REAL" = 1 ]; then
+    "$DEVCLUSTER" start --dir "$DIR" --nodes 0 --real-nodes 1 >/dev/null || die "devcluster start --real-nodes 1"
+    "$ROOT/tools/images.sh" "$DIR" webflag >/dev/null || die "tools/images.sh webflag"
+    node_ip=$(k get node real-node-0 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
+    node_args=(--node-address "$node_ip")
+else
+    "$DEVCLUSTER" start --dir "$DIR" --nodes 2 >/dev/null || die "devcluster start"
+fi
 k apply -k "$ROOT/config/rbac" >/dev/null
 k apply -k "$ROOT/config/crd" >/dev/null
 k wait --for=condition=Established crd/challenges.ctf.kopc.io crd/challengedefinitions.ctf.kopc.io --timeout=60s >/dev/null
@@ -81,7 +96,7 @@ EOF
 METRICS=$(free_port)
 API=$(free_port)
 "$OPERATOR" --kubeconfig "$TMP/operator.kubeconfig" --metrics-bind "127.0.0.1:$METRICS" \
-    --api-bind "127.0.0.1:$API" --max-instances-per-team 1 >"$OUT/operator.log" 2>&1 &
+    --api-bind "127.0.0.1:$API" --max-instances-per-team 1 "${node_args[@]}" >"$OUT/operator.log" 2>&1 &
 op_pid=$!
 for _ in $(seq 120); do curl -sf "http://127.0.0.1:$METRICS/readyz" >/dev/null && break; sleep 0.5; done
 curl -sf "http://127.0.0.1:$METRICS/readyz" >/dev/null || die "operator not ready"
@@ -194,6 +209,12 @@ for k, unit in (("rss_kib", "KiB"), ("fds", ""), ("threads", "")):
 rss_ok = mean(late, "rss_kib") <= mean(early, "rss_kib") * 1.10 + 2048
 fds_ok = mean(late, "fds") <= mean(early, "fds") + 8
 thr_ok = mean(late, "threads") <= mean(early, "threads") + 4
+print("over time (each tenth of the run: its last sample):")
+print("| minute | RSS (KiB) | fds | threads | instances alive |")
+print("|---|---|---|---|---|")
+for i in range(1, 11):
+    r = rows[min(n - 1, i * n // 10 - 1)]
+    print(f"| {r['seconds'] // 60} | {r['rss_kib']:,} | {r['fds']} | {r['threads']} | {r['challenges']} |")
 print("verdict:", "flat" if rss_ok and fds_ok and thr_ok else
       f"GROWING (rss ok={rss_ok}, fds ok={fds_ok}, threads ok={thr_ok})")
 sys.exit(0 if rss_ok and fds_ok and thr_ok else 1)
