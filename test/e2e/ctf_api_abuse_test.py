@@ -16,34 +16,13 @@ import socket
 import sys
 import time
 
+from e2e_check import Fail, check, log, ok
+
 API_PORT = int(os.environ["API_PORT"])
 METRICS_PORT = int(os.environ["METRICS_PORT"])
 OP_PID = int(os.environ["OP_PID"])
 ADMIN = os.environ["ADMIN_TOKEN"]
-PASSED_FILE = os.environ["PASSED_FILE"]
-passed = int(open(PASSED_FILE).read().strip() or 0)
 ANSWER_S = 10  # a well-behaved request is answered within this, whatever the abuse
-
-
-class Fail(Exception):
-    pass
-
-
-def ok(what):
-    global passed
-    passed += 1
-    with open(PASSED_FILE, "w") as f:
-        f.write(str(passed))
-    print(f"ok {passed} - {what}", flush=True)
-
-
-def log(what):
-    print(f"=== {what}", flush=True)
-
-
-def check(cond, why):
-    if not cond:
-        raise Fail(why)
 
 
 def exchange(port, payload, src="127.0.0.1", timeout=ANSWER_S):

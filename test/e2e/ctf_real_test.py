@@ -28,46 +28,7 @@ NODE_IP = os.environ["NODE_IP"]
 KUBECTL = os.environ["KUBECTL"]
 KUBECONFIG = os.environ["KUBECONFIG"]
 OP_LOG = os.environ["OP_LOG"]
-PASSED_FILE = os.environ["PASSED_FILE"]
-
-passed = int(open(PASSED_FILE).read().strip() or 0)
-
-
-class Fail(Exception):
-    pass
-
-
-def ok(what):
-    global passed
-    passed += 1
-    with open(PASSED_FILE, "w") as f:
-        f.write(str(passed))
-    print(f"ok {passed} - {what}", flush=True)
-
-
-def log(what):
-    print(f"=== {what}", flush=True)
-
-
-def check(cond, why):
-    if not cond:
-        raise Fail(why)
-
-
-def wait(secs, what, fn, every=0.25):
-    """Call fn until it returns something truthy; return that. Fail after secs."""
-    end = time.monotonic() + secs
-    last = None
-    while time.monotonic() < end:
-        try:
-            v = fn()
-            if v:
-                return v
-            last = v
-        except Fail as e:
-            last = e
-        time.sleep(every)
-    raise Fail(f"timed out after {secs}s waiting for {what} (last: {last})")
+from e2e_check import Fail, check, log, ok, wait  # noqa: E402
 
 
 # ---- the instance API ------------------------------------------------------

@@ -23,50 +23,13 @@ import urllib.request
 
 import requests
 
+from e2e_check import Fail, check, log, ok, wait
+
 CTFD = os.environ["CTFD"].rstrip("/")
 API = os.environ["API"]
 ADMIN = os.environ["ADMIN_TOKEN"]
-PASSED_FILE = os.environ["PASSED_FILE"]
 STATE_FILE = os.environ["STATE_FILE"]
 PLUGIN = CTFD + "/plugins/kopc_ctfd/api/instances/"
-passed = int(open(PASSED_FILE).read().strip() or 0)
-
-
-class Fail(Exception):
-    pass
-
-
-def ok(what):
-    global passed
-    passed += 1
-    with open(PASSED_FILE, "w") as f:
-        f.write(str(passed))
-    print(f"ok {passed} - {what}", flush=True)
-
-
-def log(what):
-    print(f"=== {what}", flush=True)
-
-
-def check(cond, why):
-    if not cond:
-        raise Fail(why)
-
-
-def wait(secs, what, fn, every=0.5):
-    end = time.monotonic() + secs
-    last = None
-    while time.monotonic() < end:
-        try:
-            v = fn()
-            if v:
-                return v
-            last = v
-        except Fail as e:
-            last = e
-        time.sleep(every)
-    raise Fail(f"timed out after {secs}s waiting for {what} (last: {last})")
-
 
 # ---- kopc, asked directly with its admin token (the truth the plugin must show) ----
 
@@ -247,7 +210,7 @@ def start_and_play(b, cid, player):
     check(status == 200 and body["data"]["state"] == "Stopped", f"before Start: {status} {body}")
     status, body = b.instance(cid, "PUT")
     check(status == 200 and body["data"]["state"] in ("Starting", "Running"), f"Start: {status} {body}")
-    view = wait(180, f"{player['kopc_team']}'s instance Running", lambda: running(b, cid))
+    view = wait(180, f"{player['kopc_team']}'s instance Running", lambda: running(b, cid), every=0.5)
     eps = view["endpoints"]
     check(len(eps) == 1 and eps[0]["type"] == "TCP" and ":" in eps[0]["address"], f"endpoints: {eps}")
     check("flag" not in json.dumps(view).lower(), f"the plugin's view mentions a flag: {view}")
