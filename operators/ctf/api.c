@@ -7,7 +7,8 @@
  * an idle or slow connection costs a descriptor and a few KiB, not a
  * thread: thousands can wait without starving anyone. An event stream
  * with nothing to send parks (api_stream.c). A client address may hold
- * MAX_PER_ADDRESS connections, all of them MAX_CONNECTIONS (or what the
+ * --api-per-address connections (64; 0: no cap, for an API behind a proxy,
+ * where every client has the proxy's address), all of them MAX_CONNECTIONS (or what the
  * descriptor limit allows), and a connection idle for IDLE_TIMEOUT_S is
  * closed. A write waits on the apiserver in its pool thread; the pool is
  * sized so that a few slow writes leave the others serving.
@@ -301,7 +302,7 @@ kop_err ctf_api_start(ctf_api *api, kop_status *st)
         flags, 0, NULL, NULL, on_request, api, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)POOL_THREADS, MHD_OPTION_CONNECTION_LIMIT,
         kop_http_connection_limit(MAX_CONNECTIONS), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned)MAX_PER_ADDRESS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
+        (unsigned)api->opts.per_address, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, api, MHD_OPTION_UNESCAPE_CALLBACK, raw_path,
         NULL, MHD_OPTION_END);
     if (!api->http) {

@@ -17,6 +17,7 @@ typedef struct ctf_api_opts {
     int team_burst;                  /* writes a team may make at once; default 20 */
     int team_per_minute;             /* writes per minute after the burst; default 20 */
     int heartbeat_s;                 /* event stream heartbeat; default 15 */
+    int per_address;                 /* connections per client address; 0: no cap */
 } ctf_api_opts;
 
 /*

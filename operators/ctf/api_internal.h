@@ -32,7 +32,6 @@
 #define CREATED_BY       "app.kubernetes.io/created-by"
 #define MAX_BUCKETS      4096 /* teams with a write budget in use */
 #define MAX_CONNECTIONS  4096 /* lowered to what the descriptor limit allows */
-#define MAX_PER_ADDRESS  64   /* connections from one client address */
 #define POOL_THREADS     8    /* threads polling the connections */
 #define IDLE_TIMEOUT_S                                                                             \
     20 /* a connection idle this long is closed (parked streams are not idle)                      \

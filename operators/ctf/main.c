@@ -20,7 +20,8 @@ static const char usage_text[] =
     "  --namespace NS               watch Challenges in NS only (default: all)\n"
     "  --max-instances-per-team N   instances one team may run at once (default 3)\n"
     "  --max-instances N            instances in all (default 1000)\n"
-    "  --ingress-domain DOMAIN      HTTP exposures get <expose>-<namespace>.DOMAIN (default: NodePort)\n"
+    "  --ingress-domain DOMAIN      HTTP exposures get <expose>-<namespace>.DOMAIN (default: "
+    "NodePort)\n"
     "  --node-address HOST          host shown in NodePort endpoints (default 127.0.0.1)\n"
     "  --system-namespace NS        where the Lease and the API's token Secrets live\n"
     "                               (default kopc-system)\n"
@@ -30,6 +31,8 @@ static const char usage_text[] =
     "  --api-team-burst N           writes a team may make at once (default 20)\n"
     "  --api-team-rate N            writes per minute a team gets back (default 20)\n"
     "  --api-heartbeat SECONDS      event stream heartbeat interval, 1 to 30 (default 15)\n"
+    "  --api-per-address N          connections one client address may hold (default 64;\n"
+    "                               0: no cap, for an API behind a reverse proxy)\n"
     "  --install-crds               apply the operator's CRDs at start-up (needs the\n"
     "                               crd_installer_role RBAC)\n";
 
@@ -86,7 +89,9 @@ static int parse_args(int argc, char **argv, kop_manager_opts *mo, ctf_operator 
         else if (ok && strcmp(flag, "--api-team-rate") == 0)
             ok = parse_int(v, &ao->team_per_minute);
         else if (ok && strcmp(flag, "--api-heartbeat") == 0)
-            ok = parse_int(v, &ao->heartbeat_s) && ao->heartbeat_s <= 30; /* < idle timeout */
+            ok = parse_int(v, &ao->heartbeat_s) && ao->heartbeat_s <= 30;
+        else if (ok && strcmp(flag, "--api-per-address") == 0)
+            ok = strcmp(v, "0") == 0 ? (ao->per_address = 0, true) : parse_int(v, &ao->per_address);
         else {
             fprintf(stderr, "ctf-operator: bad flag %s\n%s%s", flag, usage_text,
                     kop_manager_flags_usage());
@@ -119,6 +124,7 @@ int main(int argc, char **argv)
         .team_burst = 20,
         .team_per_minute = 20,
         .heartbeat_s = 15,
+        .per_address = 64,
     };
     ctf_api *api = NULL;
     kop_status st;
