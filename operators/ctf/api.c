@@ -10,7 +10,10 @@
  * --api-per-address connections (64; 0: no cap, for an API behind a proxy,
  * where every client has the proxy's address), all of them MAX_CONNECTIONS (or what the
  * descriptor limit allows), and a connection idle for IDLE_TIMEOUT_S is
- * closed. A write waits on the apiserver in its pool thread; the pool is
+ * closed, as is one still sending its body BODY_DEADLINE_MS after its
+ * headers. (libmicrohttpd has no deadline for the headers themselves: the
+ * idle timeout, its 32 KiB header cap and the per-address cap bound what a
+ * client dripping headers can hold.) A write waits on the apiserver in its pool thread; the pool is
  * sized so that a few slow writes leave the others serving.
  *
  * Order of checks, the same for every request, so that a refusal never
@@ -187,6 +190,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *con_cls = rq;
         kop_buf_init(&rq->body, CTF_API_BODY_MAX);
         rq->method = method;
+        rq->started_ms = kop_mono_ms();
         /* RFC 9112: an HTTP/1.1 request without Host is a 400 (libmicrohttpd lets it through). */
         if (strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
             !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST))
@@ -201,6 +205,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     if (*data_size) {
+        /* A body dripped in byte by byte holds a connection: past the deadline, close it. */
+        if (kop_mono_ms() - rq->started_ms > BODY_DEADLINE_MS)
+            return MHD_NO;
         take_body(rq, data, *data_size);
         *data_size = 0;
         return MHD_YES;
@@ -251,6 +258,8 @@ kop_err ctf_api_new(ctf_operator *op, const ctf_api_opts *opts, ctf_api **out, k
         return KOP_ENOMEM;
     api->op = op;
     api->opts = *opts;
+    if (api->opts.max_streams <= 0)
+        api->opts.max_streams = 2048;
     pthread_mutex_init(&api->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

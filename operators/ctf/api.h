@@ -18,6 +18,7 @@ typedef struct ctf_api_opts {
     int team_per_minute;             /* writes per minute after the burst; default 20 */
     int heartbeat_s;                 /* event stream heartbeat; default 15 */
     int per_address;                 /* connections per client address; 0: no cap */
+    int max_streams;                 /* event streams in all; default 2048 */
 } ctf_api_opts;
 
 /*

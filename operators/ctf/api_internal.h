@@ -31,15 +31,13 @@
 #define TEAMS_SECRET     "ctf-team-tokens"
 #define CREATED_BY       "app.kubernetes.io/created-by"
 #define MAX_BUCKETS      4096 /* teams with a write budget in use */
-#define MAX_CONNECTIONS  4096 /* lowered to what the descriptor limit allows */
-#define POOL_THREADS     8    /* threads polling the connections */
-#define IDLE_TIMEOUT_S                                                                             \
-    20 /* a connection idle this long is closed (parked streams are not idle)                      \
-        */
-#define STREAMS_PER_TEAM 8
-#define STREAMS_MAX       2048
+#define MAX_CONNECTIONS   4096       /* lowered to what the descriptor limit allows */
+#define POOL_THREADS      8          /* threads polling the connections */
+#define IDLE_TIMEOUT_S    20         /* idle this long: closed (a parked stream is not idle) */
+#define BODY_DEADLINE_MS  10000      /* a body still coming this long after the headers: closed */
+#define STREAMS_PER_TEAM  8
 #define STREAM_LIFETIME_S 3600       /* then a stream ends; its client reconnects */
-#define STREAM_OUT_MAX   (4u << 20) /* one stream's pending output */
+#define STREAM_OUT_MAX    (4u << 20) /* one stream's pending output */
 #define RENEW_ATTEMPTS   3
 #define RETRY_AFTER_503  "2"
 
@@ -84,6 +82,7 @@ typedef struct request {
     const char *method;
     kop_buf body; /* capped at CTF_API_BODY_MAX */
     bool too_big;
+    int64_t started_ms; /* when its headers were in */
     bool answered; /* a response is queued */
 } request;
 

@@ -24,8 +24,8 @@
  * STREAM_LIFETIME_S in any case (clients reconnect, with a fresh snapshot).
  *
  * Limits: a team holds at most STREAMS_PER_TEAM streams, the API
- * STREAMS_MAX. When the API is full, a team below its fair share
- * (STREAMS_MAX over the teams with streams) still gets one: the oldest
+ * --api-max-streams (2,048). When the API is full, a team below its fair
+ * share (the maximum over the teams with streams) still gets one: the oldest
  * stream of the team holding the most is ended to make room.
  */
 #include <stdio.h>
@@ -394,11 +394,11 @@ static bool admit_stream(ctf_api *api, const char *team, char *msg, size_t size)
             biggest = t;
         }
     }
-    json_int_t fair = STREAMS_MAX / ((json_int_t)json_object_size(counts) + (mine == 0));
+    json_int_t fair = api->opts.max_streams / ((json_int_t)json_object_size(counts) + (mine == 0));
     if (mine >= STREAMS_PER_TEAM) {
         snprintf(msg, size, "team %s already holds %d event streams, the most a team may", team,
                  STREAMS_PER_TEAM);
-    } else if (api->nstreams < STREAMS_MAX) {
+    } else if (api->nstreams < api->opts.max_streams) {
         ok = true;
     } else if (mine < fair && biggest && most > fair && strcmp(biggest, team) != 0) {
         for (stream *s = api->streams; s && !ok; s = s->next) {
@@ -413,7 +413,7 @@ static bool admit_stream(ctf_api *api, const char *team, char *msg, size_t size)
         snprintf(msg, size,
                  "the API holds its maximum of %d event streams and team %s has its fair share "
                  "(%d); retry later",
-                 STREAMS_MAX, team, (int)mine);
+                 api->opts.max_streams, team, (int)mine);
     json_decref(counts);
     return ok;
 }

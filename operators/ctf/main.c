@@ -33,6 +33,7 @@ static const char usage_text[] =
     "  --api-heartbeat SECONDS      event stream heartbeat interval, 1 to 30 (default 15)\n"
     "  --api-per-address N          connections one client address may hold (default 64;\n"
     "                               0: no cap, for an API behind a reverse proxy)\n"
+    "  --api-max-streams N          event streams in all, shared fairly (default 2048)\n"
     "  --install-crds               apply the operator's CRDs at start-up (needs the\n"
     "                               crd_installer_role RBAC)\n";
 
@@ -90,6 +91,8 @@ static int parse_args(int argc, char **argv, kop_manager_opts *mo, ctf_operator 
             ok = parse_int(v, &ao->team_per_minute);
         else if (ok && strcmp(flag, "--api-heartbeat") == 0)
             ok = parse_int(v, &ao->heartbeat_s) && ao->heartbeat_s <= 30;
+        else if (ok && strcmp(flag, "--api-max-streams") == 0)
+            ok = parse_int(v, &ao->max_streams) && ao->max_streams <= 65536;
         else if (ok && strcmp(flag, "--api-per-address") == 0)
             ok = strcmp(v, "0") == 0 ? (ao->per_address = 0, true) : parse_int(v, &ao->per_address);
         else {
@@ -125,6 +128,7 @@ int main(int argc, char **argv)
         .team_per_minute = 20,
         .heartbeat_s = 15,
         .per_address = 64,
+        .max_streams = 2048,
     };
     ctf_api *api = NULL;
     kop_status st;

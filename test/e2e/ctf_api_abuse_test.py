@@ -221,12 +221,43 @@ def raise_nofile():
           f"the descriptor limit is {soft}; this test needs 2,500 (ulimit -Hn)")
 
 
+def test_body_drip():
+    log("a request body dripped in a byte every 2 s")
+    s = socket.socket()
+    s.settimeout(5)
+    s.bind(("127.0.0.4", 0))
+    s.connect(("127.0.0.1", API_PORT))
+    s.sendall(f"PUT /api/v1/teams/drip/instances/web HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\n"
+              "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{".encode())
+    t0 = time.monotonic()
+    closed = False
+    while time.monotonic() - t0 < 60 and not closed:
+        time.sleep(2)  # the drip is the abuse
+        try:
+            s.sendall(b" ")
+            s.setblocking(False)
+            try:
+                closed = s.recv(1, socket.MSG_PEEK) == b""
+            except BlockingIOError:
+                pass
+            finally:
+                s.setblocking(True)
+        except OSError:
+            closed = True
+    took = time.monotonic() - t0
+    s.close()
+    check(closed, "a body dripped for 60 s still held its connection")
+    served("after the body drip")
+    ok(f"a dripped body's connection is closed after {took:.0f} s (deadline 10 s after the headers)")
+
+
 def main():
     try:
         raise_nofile()
         served("at the start")
         test_malformed()
         test_exhaustion()
+        test_body_drip()
     except Fail as e:
         print(f"FAIL: {e}", file=sys.stderr, flush=True)
         return 1

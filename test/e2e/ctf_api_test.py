@@ -422,6 +422,10 @@ class Stream:
                 raise Fail(f"event {name} does not match the document: {e}")
             return name, parsed
 
+    def ended(self):
+        """Whether the server ended the stream (its reader met the end)."""
+        return not self.thread.is_alive()
+
     def close(self):
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
@@ -435,6 +439,23 @@ def open_stream(team, token):
     s = Stream(team, token)
     check(s.status == 200, f"events of {team}: {s.status} {s.body}")
     return s
+
+
+def open_stream_soon(team, token):
+    """open_stream, again while refused: a stream a client closed while it was parked counts
+    until the server next writes to it (its heartbeat), as a suspended connection's hang-up
+    is not seen before."""
+    got = []
+
+    def attempt():
+        st = Stream(team, token)
+        if st.status == 200:
+            got.append(st)
+            return True
+        check(st.status == 429, f"events of {team}: {st.status} {st.body}")
+        return False
+    wait_for(30, f"a stream of {team}", attempt)
+    return got[0]
 
 
 def first_snapshot(s):
@@ -1026,6 +1047,34 @@ def test_stream_limit():
     first_snapshot(other)
     other.close()
     ok("8 streams of one team (admin and team tokens) are served, the 9th is 429; another team's is not")
+
+    # Fair shares (the operator runs with --api-max-streams 16): team-a and team-b fill the
+    # API with 8 each; team-c still gets its share (16 / 3 teams = 5), each new stream ending
+    # the oldest of the biggest holder; its 6th is refused, saying why.
+    a_streams = [open_stream_soon("team-a", ADMIN) for _ in range(8)]
+    for st in a_streams:
+        first_snapshot(st)
+    c_streams = []
+    for i in range(5):
+        st = open_stream("team-c", TEAMS["team-c"])
+        first_snapshot(st)
+        c_streams.append(st)
+
+        def one_more_ended():
+            ended = [x for x in streams + a_streams if x.ended()]
+            return len(ended) >= i + 1
+        wait_for(30, f"a stream of the biggest holder to end for team-c's stream {i + 1}", one_more_ended)
+    six = Stream("team-c", TEAMS["team-c"])
+    check(six.status == 429 and "has its fair share (5)" in six.body["error"]["message"],
+          f"team-c's 6th stream with the API full: {six.status} {six.body}")
+    ended_b = sum(x.ended() for x in streams)
+    ended_a = sum(x.ended() for x in a_streams)
+    check(ended_a + ended_b == 5 and max(ended_a, ended_b) <= 3,
+          f"streams ended to make room: team-a {ended_a}, team-b {ended_b} (want 5, taken from the biggest)")
+    ok(f"with the API full (16), team-c gets its fair share of 5, ending the biggest holders' oldest "
+       f"(team-a {ended_a}, team-b {ended_b}); its 6th is refused saying it has its fair share")
+    for st in c_streams + a_streams:
+        st.close()
     for s in streams:
         s.close()
 

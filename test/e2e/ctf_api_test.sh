@@ -141,7 +141,7 @@ API_PORT=$(free_port)
 METRICS_PORT=$(free_port)
 while [ "$METRICS_PORT" = "$API_PORT" ]; do METRICS_PORT=$(free_port); done
 "$OPERATOR" --kubeconfig "$DIR/kubeconfig" --metrics-bind "127.0.0.1:$METRICS_PORT" \
-    --api-bind "127.0.0.1:$API_PORT" --api-heartbeat 1 --api-team-burst 20 --api-team-rate 1 \
+    --api-bind "127.0.0.1:$API_PORT" --api-heartbeat 1 --api-team-burst 20 --api-team-rate 1 --api-max-streams 16 \
     --max-instances-per-team 3 -v 1 >>"$WORK/op.log" 2>&1 &
 op_pid=$!
 API=http://127.0.0.1:$API_PORT
