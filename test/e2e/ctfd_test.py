@@ -138,7 +138,12 @@ def setup():
     status, body = b.call("POST", CTFD + "/api/v1/tokens", {"description": "e2e"})
     check(status == 200 and body["data"]["value"].startswith("ctfd_"), f"admin token: {status} {body}")
     adm = Admin(body["data"]["value"])
-    ok("CTFd set up in team mode through its setup page; an admin access token made")
+    page = b.s.get(CTFD + "/admin/kopc", timeout=30)
+    check(page.status_code == 200 and re.search(r"kopc offers \d+ challenge definition", page.text),
+          f"the plugin's admin page: {page.status_code} {page.text[:300]}")
+    check(ADMIN not in page.text, "the plugin's admin page shows kopc's admin token")
+    ok("CTFd set up in team mode through its setup page; an admin access token made; the plugin's "
+       "admin page sees kopc and never shows its token")
 
     players = {}
     for team_name, player in (("Red Team", "alice"), ("Blue Team!", "bob"), ("Green", "carol")):
