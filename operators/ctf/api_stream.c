@@ -418,6 +418,16 @@ static bool admit_stream(ctf_api *api, const char *team, char *msg, size_t size)
     return ok;
 }
 
+/* stream_discard frees a stream that is in no list. */
+static void stream_discard(stream *s)
+{
+    json_decref(s->sent);
+    kop_buf_fini(&s->out);
+    free(s->auth);
+    free(s);
+}
+
+/* stream_free is MHD's free callback: the stream leaves the list, then goes. */
 static void stream_free(void *cls)
 {
     stream *s = cls;
@@ -433,10 +443,7 @@ static void stream_free(void *cls)
         api->streams_tail = s->prev;
     api->nstreams--;
     pthread_mutex_unlock(&api->lock);
-    json_decref(s->sent);
-    kop_buf_fini(&s->out);
-    free(s->auth);
-    free(s);
+    stream_discard(s);
 }
 
 /* stream_new makes the stream of the request (NULL when out of memory). */
@@ -445,13 +452,13 @@ static stream *stream_new(ctf_api *api, struct MHD_Connection *conn, const reque
     const char *auth =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     stream *s = calloc(1, sizeof *s);
-    if (!s || !(s->sent = json_object()) || !(s->auth = strdup(auth ? auth : ""))) {
-        if (s)
-            json_decref(s->sent);
-        free(s);
+    if (!s)
+        return NULL;
+    kop_buf_init(&s->out, STREAM_OUT_MAX);
+    if (!(s->sent = json_object()) || !(s->auth = strdup(auth ? auth : ""))) {
+        stream_discard(s);
         return NULL;
     }
-    kop_buf_init(&s->out, STREAM_OUT_MAX);
     s->api = api;
     s->conn = conn;
     snprintf(s->team, sizeof s->team, "%s", rq->route.team);
@@ -481,10 +488,7 @@ enum MHD_Result ctf_api_get_events(ctf_api *api, struct MHD_Connection *conn, re
     }
     pthread_mutex_unlock(&api->lock);
     if (!ok) {
-        s->api = NULL;
-        json_decref(s->sent);
-        free(s->auth);
-        free(s);
+        stream_discard(s);
         const char *h[] = {"Retry-After", "10", NULL};
         return ctf_api_send_error(api, conn, rq, 429, "TooManyRequests", msg, h);
     }

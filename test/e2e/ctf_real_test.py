@@ -28,7 +28,7 @@ NODE_IP = os.environ["NODE_IP"]
 KUBECTL = os.environ["KUBECTL"]
 KUBECONFIG = os.environ["KUBECONFIG"]
 OP_LOG = os.environ["OP_LOG"]
-from e2e_check import Fail, check, log, ok, wait  # noqa: E402
+from e2e_check import Fail, check, greeting, log, ok, wait  # noqa: E402
 
 
 # ---- the instance API ------------------------------------------------------
@@ -87,20 +87,6 @@ def endpoint(inst, name=None):
 
 
 # ---- talking to instances --------------------------------------------------
-
-def greeting(addr, timeout=5):
-    """Connect to host:port once; return the first line the service sends."""
-    host, port = addr.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=timeout) as s:
-        s.settimeout(timeout)
-        data = b""
-        while b"\n" not in data:
-            chunk = s.recv(512)
-            if not chunk:
-                break
-            data += chunk
-    return data.decode(errors="replace").split("\n", 1)[0]
-
 
 def flag_of(line):
     check("Your flag: " in line, f"no flag in greeting {line!r}")

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import secrets
-import socket
 import sys
 import time
 import urllib.error
@@ -23,7 +22,7 @@ import urllib.request
 
 import requests
 
-from e2e_check import Fail, check, log, ok, wait
+from e2e_check import Fail, check, greeting, log, ok, wait
 
 CTFD = os.environ["CTFD"].rstrip("/")
 API = os.environ["API"]
@@ -179,19 +178,6 @@ def setup():
 
 
 # ---- the scenario --------------------------------------------------------------------
-
-
-def greeting(addr, timeout=5):
-    host, port = addr.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=timeout) as s:
-        s.settimeout(timeout)
-        data = b""
-        while b"\n" not in data:
-            chunk = s.recv(512)
-            if not chunk:
-                break
-            data += chunk
-    return data.decode(errors="replace").split("\n", 1)[0]
 
 
 def flag_from(addr):

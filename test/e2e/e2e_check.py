@@ -1,8 +1,9 @@
 """e2e_check.py - what the Python scenarios of test/e2e share: the "ok N -
 what" lines (the count kept in $PASSED_FILE, shared with the shell script
-that runs the scenario), a failure that says why, and a bounded wait for a
-condition (never a fixed sleep)."""
+that runs the scenario), a failure that says why, a bounded wait for a
+condition (never a fixed sleep), and the first line a TCP challenge sends."""
 import os
+import socket
 import time
 
 PASSED_FILE = os.environ["PASSED_FILE"]
@@ -43,3 +44,17 @@ def wait(secs, what, fn, every=0.25):
             last = e
         time.sleep(every)
     raise Fail(f"timed out after {secs}s waiting for {what} (last: {last})")
+
+
+def greeting(addr, timeout=5):
+    """Connect to host:port once; return the first line the service sends."""
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        s.settimeout(timeout)
+        data = b""
+        while b"\n" not in data:
+            chunk = s.recv(512)
+            if not chunk:
+                break
+            data += chunk
+    return data.decode(errors="replace").split("\n", 1)[0]
