@@ -11,6 +11,7 @@
 
 #include "client_internal.h"
 #include "client_request_internal.h"
+#include "kop/meta.h"
 #include "kop_internal.h"
 
 /* ---- JSON in and out ---------------------------------------------------- */
@@ -52,7 +53,7 @@ static kop_err call(kop_client *c, const char *method, const kop_resource *r, co
     if (err)
         goto out;
     if (body) {
-        payload = json_dumps(body, JSON_COMPACT);
+        payload = kop_meta_dumps(body, JSON_COMPACT);
         if (!payload) {
             err = KOP_ENOMEM;
             goto out;

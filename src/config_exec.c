@@ -36,6 +36,7 @@
 #include <openssl/evp.h>
 
 #include "kop/buf.h"
+#include "kop/meta.h"
 #include "config_internal.h"
 #include "kop/clock.h"
 #include "kop_internal.h"
@@ -103,7 +104,7 @@ static char *exec_info(const kop__exec_spec *spec, const kop__exec_cluster *cl)
             json_object_set_new(c, "certificate-authority-data", json_string(ca64));
         }
     }
-    out = json_dumps(root, JSON_COMPACT);
+    out = kop_meta_dumps(root, JSON_COMPACT);
 out:
     free(ca64);
     json_decref(root);

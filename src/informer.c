@@ -371,7 +371,7 @@ static struct entry *new_entry(const json_t *obj, unsigned gen)
     if (!e)
         return NULL;
     memcpy(e->rv, rv ? rv : "", rv_len);
-    e->json = json_dumps(obj, JSON_COMPACT);
+    e->json = kop_meta_dumps(obj, JSON_COMPACT);
     e->gen = gen;
     if (!e->json) {
         free_entry(e);
@@ -380,6 +380,11 @@ static struct entry *new_entry(const json_t *obj, unsigned gen)
     return e;
 }
 
+/*
+ * parse_entry parses a cached text (NULL: no memory). Entries are written
+ * with kop_meta_dumps, never json_dumps, whose torn output under memory
+ * failure once left an entry that no watch event could repair.
+ */
 static json_t *parse_entry(const struct entry *e)
 {
     return json_loads(e->json, 0, NULL);

@@ -41,6 +41,7 @@
 #include <jansson.h>
 
 #include "kop/leader.h"
+#include "kop/meta.h"
 #include "kop_internal.h"
 
 #define NS_PER_MS     INT64_C(1000000)
@@ -226,7 +227,7 @@ static void report_leader(kop_leader *l)
 static bool observe(kop_leader *l, json_t *lease)
 {
     json_t *record = spec_of(lease);
-    char *spec = record ? json_dumps(record, JSON_COMPACT | JSON_SORT_KEYS) : strdup("{}");
+    char *spec = record ? kop_meta_dumps(record, JSON_COMPACT | JSON_SORT_KEYS) : strdup("{}");
     char *holder = strdup(spec_string(lease, "holderIdentity"));
     if (!spec || !holder) {
         free(spec);

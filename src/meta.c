@@ -17,6 +17,7 @@
 
 #include <openssl/evp.h>
 
+#include "kop/buf.h"
 #include "kop/meta.h"
 #include "kop_internal.h"
 
@@ -802,4 +803,34 @@ kop_err kop_meta_split_key(const char *key, char *ns, size_t ns_size, char *name
     if (err && ns && ns_size)
         ns[0] = '\0';
     return err;
+}
+
+/* ---- serializing -------------------------------------------------------- */
+
+#define DUMP_MAX ((size_t)1 << 30) /* nothing libkop serializes comes near */
+
+struct dump_ctx {
+    kop_buf text;
+    bool failed; /* sticky: a piece that did not fit fails every later one */
+};
+
+static int dump_piece(const char *piece, size_t n, void *user)
+{
+    struct dump_ctx *c = user;
+    if (!c->failed && kop_buf_append(&c->text, piece, n) != KOP_OK)
+        c->failed = true;
+    return c->failed ? -1 : 0;
+}
+
+char *kop_meta_dumps(const json_t *v, size_t flags)
+{
+    struct dump_ctx c = {.failed = false};
+    char *out = NULL;
+    if (!v)
+        return NULL;
+    kop_buf_init(&c.text, DUMP_MAX);
+    if (json_dump_callback(v, dump_piece, &c, flags) == 0 && !c.failed)
+        out = kop_buf_take(&c.text, NULL);
+    kop_buf_fini(&c.text);
+    return out;
 }

@@ -51,6 +51,17 @@ KOP_API int64_t kop_meta_generation(const json_t *obj);
 /* kop_meta_is_deleting tells whether metadata.deletionTimestamp is set. */
 KOP_API bool kop_meta_is_deleting(const json_t *obj);
 
+/* ---- serializing -------------------------------------------------------- */
+
+/*
+ * kop_meta_dumps serializes v as json_dumps(v, flags) does, into a string
+ * the caller frees; NULL when memory runs out. Use it instead of
+ * json_dumps: jansson 2.14's json_dumps ignores a failed append while it
+ * writes an object's key and returns a torn text (a key short of its
+ * quote) as if it had succeeded. Here any failed piece fails the whole.
+ */
+KOP_API char *kop_meta_dumps(const json_t *v, size_t flags);
+
 /* ---- labels and annotations -------------------------------------------- */
 
 /* kop_meta_label returns metadata.labels[key], borrowed, or NULL. */

@@ -374,7 +374,7 @@ char *ctf_api_view_key(const json_t *view)
     if (!copy)
         return NULL;
     json_object_del(copy, "secondsLeft");
-    char *key = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
+    char *key = kop_meta_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(copy);
     return key;
 }
@@ -502,7 +502,7 @@ bool ctf_bucket_full(const ctf_bucket *b, int burst, int per_minute, int64_t now
 
 kop_err ctf_sse_event(const char *name, const json_t *data, char **out, size_t *len)
 {
-    char *json = json_dumps(data, JSON_COMPACT);
+    char *json = kop_meta_dumps(data, JSON_COMPACT);
     *out = NULL;
     *len = 0;
     if (!json)

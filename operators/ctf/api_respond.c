@@ -77,7 +77,7 @@ enum MHD_Result ctf_api_send_json(ctf_api *api, struct MHD_Connection *conn, req
 {
     static const char no_memory[] =
         "{\"error\":{\"code\":\"Internal\",\"message\":\"out of memory\"}}";
-    char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    char *text = v ? kop_meta_dumps(v, JSON_COMPACT) : NULL;
     if (!text)
         return ctf_api_send_body(api, conn, rq, 500, "application/json", (char *)no_memory,
                                  sizeof no_memory - 1, MHD_RESPMEM_PERSISTENT, NULL);
