@@ -40,6 +40,7 @@ extern const kop_resource CTF_SECRETS;
 #define CTF_REASON_QUOTA       "QuotaExceeded"
 
 typedef struct ctf_admission ctf_admission;
+typedef struct ctf_applied ctf_applied;
 
 /* ctf_operator: settings from the command line, and the shared caches. */
 typedef struct ctf_operator {
@@ -52,6 +53,7 @@ typedef struct ctf_operator {
     kop_manager *mgr;
     kop_controller *ctl;
     ctf_admission *admission; /* the quotas, asked by the reconciler and the API */
+    ctf_applied *applied;     /* what each instance was last applied as */
     kop_informer *challenges, *definitions, *namespaces, *deployments, *pods, *services;
     kop_informer *endpointslices; /* of the instances' Services: is an endpoint ready? */
     kop_recorder *events;
@@ -123,6 +125,42 @@ bool ctf_admission_release(ctf_admission *a, const char *uid);
 
 /* ctf_admission_count returns the team's admitted instances (team NULL: all). */
 int ctf_admission_count(ctf_admission *a, const char *ns, const char *team);
+
+/* ---- applied.c: skip applying what was applied already ---- */
+
+#define CTF_DIGEST_HEX        65             /* SHA-256 in hex, NUL included */
+#define CTF_APPLIED_LAG_MS    10000          /* how long the caches may lag behind an apply */
+#define CTF_APPLIED_RESYNC_MS (10 * 60000L) /* every child applied again at least this often */
+
+typedef enum ctf_applied_verdict {
+    CTF_APPLY = 0,  /* apply every child */
+    CTF_APPLY_SKIP, /* what the caches show is what was applied */
+    CTF_APPLY_WAIT, /* applied just now: look again once the caches caught up */
+} ctf_applied_verdict;
+
+/* ctf_applied_seen: what the caches show of an instance's cached children. */
+typedef struct ctf_applied_seen {
+    int missing;         /* children absent from their cache, or being deleted */
+    int64_t generations; /* the sum of the cached Deployments' metadata.generation */
+} ctf_applied_seen;
+
+KOP_NODISCARD kop_err ctf_applied_new(ctf_applied **out);
+void ctf_applied_free(ctf_applied *a);
+
+/* ctf_applied_digest writes the SHA-256 (hex) of children's canonical text. */
+KOP_NODISCARD kop_err ctf_applied_digest(const json_t *children, char out[CTF_DIGEST_HEX]);
+
+/* ctf_applied_decide: apply, skip or wait (*wait_ms) for uid's children of digest. */
+ctf_applied_verdict ctf_applied_decide(ctf_applied *a, const char *uid, const char *digest,
+                                       const ctf_applied_seen *seen, int64_t now_ms,
+                                       long *wait_ms);
+
+/* ctf_applied_record notes a full apply of digest whose Deployments are at generations. */
+void ctf_applied_record(ctf_applied *a, const char *uid, const char *digest, int64_t generations,
+                        int64_t now_ms);
+
+/* ctf_applied_forget drops uid's record (its instance is going). */
+void ctf_applied_forget(ctf_applied *a, const char *uid);
 
 /* ---- observe.c: what a reconcile sees of the instance ---- */
 

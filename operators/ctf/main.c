@@ -164,5 +164,6 @@ int main(int argc, char **argv)
     kop_recorder_free(op.events);
     kop_manager_free(op.mgr);
     ctf_admission_free(op.admission);
+    ctf_applied_free(op.applied);
     return err ? 1 : 0;
 }

@@ -13,7 +13,10 @@
  *   expired            -> delete the Challenge
  *   over quota         -> Error QuotaExceeded
  *   otherwise          -> apply every child (server-side apply: idempotent,
- *                         a crash half-way converges), then observe them:
+ *                         a crash half-way converges) unless they are what
+ *                         was applied last and the caches show them
+ *                         (applied.c: no write that changes nothing), then
+ *                         observe them:
  *                         Running once every Deployment is available, every
  *                         endpoint known and every exposed Service has a
  *                         ready endpoint (pods are Ready only once their
@@ -42,6 +45,7 @@
 #include <openssl/evp.h>
 
 #include "ctf_internal.h"
+#include "kop/clock.h"
 
 const kop_resource CTF_CHALLENGES = {"ctf.kopc.io", "v1alpha1", "challenges", "Challenge", true};
 const kop_resource CTF_DEFINITIONS = {"ctf.kopc.io", "v1alpha1", "challengedefinitions",
@@ -82,14 +86,15 @@ static bool admit(ctf_operator *op, const json_t *chal, ctf_observation *o)
 
 /* ---- writes ----------------------------------------------------------------- */
 
-/* apply server-side-applies obj (borrowed). */
-static kop_err apply(ctf_operator *op, const kop_resource *r, json_t *obj, kop_status *st)
+/* apply server-side-applies obj (borrowed); *out (when out) gets the object as stored. */
+static kop_err apply(ctf_operator *op, const kop_resource *r, json_t *obj, json_t **out,
+                     kop_status *st)
 {
     kop_patch_req req = {.target = {r, kop_meta_namespace(obj), kop_meta_name(obj)},
                          .type = KOP_PATCH_APPLY,
                          .patch = obj,
                          .opts = {.field_manager = CTF_FIELD_MANAGER, .force = true}};
-    return kop_patch_object(kop_manager_client(op->mgr), &req, NULL, st);
+    return kop_patch_object(kop_manager_client(op->mgr), &req, out, st);
 }
 
 static const kop_resource *resource_of(const json_t *obj)
@@ -209,6 +214,7 @@ static kop_result finalize(ctf_operator *op, const kop_reconcile *req, json_t *c
     ctf_observation o = {.phase = CTF_STATUS_TERMINATING};
     kop_client *c = kop_manager_client(op->mgr);
 
+    ctf_applied_forget(op->applied, kop_meta_uid(chal)); /* nothing is applied any more */
     if (!kop_meta_has_finalizer(chal, CTF_FINALIZER))
         return KOP_DONE;
     instance_namespace(chal, ns, sizeof ns);
@@ -254,6 +260,15 @@ static kop_result finalize(ctf_operator *op, const kop_reconcile *req, json_t *c
 
 /* ---- the instance -------------------------------------------------------------- */
 
+static long min_positive(long a, long b)
+{
+    if (a <= 0)
+        return b;
+    if (b <= 0)
+        return a;
+    return a < b ? a : b;
+}
+
 /* read_flag computes the instance's flag; *flag is owned (NULL: none). */
 static bool read_flag(ctf_operator *op, const json_t *chal, const json_t *def, char **flag,
                       ctf_observation *o)
@@ -266,22 +281,59 @@ static bool read_flag(ctf_operator *op, const json_t *chal, const json_t *def, c
     return false;
 }
 
-/* apply_instance applies every child; false with o filled on a refusal. */
-static kop_err apply_instance(ctf_operator *op, const json_t *chal, const json_t *def,
-                              const char *flag, ctf_observation *o, const kop_reconcile *req)
+/* cache_of: the cache that shows children of kind, if the operator keeps one. */
+static kop_informer *cache_of(ctf_operator *op, const char *kind)
+{
+    if (kop_streq(kind, "Namespace"))
+        return op->namespaces;
+    if (kop_streq(kind, "Deployment"))
+        return op->deployments;
+    if (kop_streq(kind, "Service"))
+        return op->services;
+    return NULL;
+}
+
+/* see_children tells what the caches show of children (ctf_applied_seen). */
+static ctf_applied_seen see_children(ctf_operator *op, const json_t *children)
+{
+    ctf_applied_seen seen = {0, 0};
+    const json_t *child;
+    size_t i;
+    json_array_foreach(children, i, child)
+    {
+        const char *kind = json_string_value(json_object_get(child, "kind"));
+        kop_informer *cache = cache_of(op, kind);
+        json_t *cached = NULL;
+        if (!cache)
+            continue;
+        if (kop_informer_dup(cache, kop_meta_namespace(child), kop_meta_name(child), &cached) !=
+                KOP_OK ||
+            kop_meta_is_deleting(cached))
+            seen.missing++;
+        else if (kop_streq(kind, "Deployment"))
+            seen.generations += kop_meta_generation(cached);
+        json_decref(cached);
+    }
+    return seen;
+}
+
+/* apply_children applies every child; *generations sums the Deployments' as applied. */
+static kop_err apply_children(ctf_operator *op, json_t *children, int64_t *generations,
+                              ctf_observation *o, const kop_reconcile *req)
 {
     kop_status st;
-    json_t *children = NULL, *child;
+    json_t *child;
     size_t i;
-    kop_err err = ctf_build_children(&op->instance, def, chal, flag, &children, &st);
-    if (err) {
-        ctf_observe_error(o, "InvalidDefinition", "%s", st.message);
-        return KOP_OK;
-    }
+    kop_err err = KOP_OK;
+    *generations = 0;
     json_array_foreach(children, i, child)
     {
         const kop_resource *r = resource_of(child);
-        err = r ? apply(op, r, child, &st) : KOP_EINVAL;
+        bool deployment = r == &CTF_DEPLOYMENTS;
+        json_t *stored = NULL;
+        err = r ? apply(op, r, child, deployment ? &stored : NULL, &st) : KOP_EINVAL;
+        *generations += kop_meta_generation(stored);
+        json_decref(stored);
         if (err) {
             kop_logger_log(req->log, KOP_LOG_ERROR, "apply failed", KOP_LOG_ERR(err),
                            KOP_LOG_STR("kind", json_string_value(json_object_get(child, "kind"))),
@@ -298,20 +350,46 @@ static kop_err apply_instance(ctf_operator *op, const json_t *chal, const json_t
             break;
         }
     }
+    return err;
+}
+
+/*
+ * apply_instance applies every child, unless they are what was applied last
+ * (applied.c); false with o filled on a refusal. A full apply that went
+ * through is recorded, so the passes that follow (woken by the children's
+ * own events, by readiness) write nothing.
+ */
+static kop_err apply_instance(ctf_operator *op, const json_t *chal, const json_t *def,
+                              const char *flag, ctf_observation *o, const kop_reconcile *req)
+{
+    kop_status st;
+    json_t *children = NULL;
+    char digest[CTF_DIGEST_HEX] = "";
+    int64_t now = kop_mono_ms(), generations = 0;
+    long wait_ms = 0;
+    kop_err err = ctf_build_children(&op->instance, def, chal, flag, &children, &st);
+    if (err) {
+        ctf_observe_error(o, "InvalidDefinition", "%s", st.message);
+        return KOP_OK;
+    }
+    ctf_applied_verdict v = CTF_APPLY;
+    if (ctf_applied_digest(children, digest) == KOP_OK) {
+        ctf_applied_seen seen = see_children(op, children);
+        v = ctf_applied_decide(op->applied, kop_meta_uid(chal), digest, &seen, now, &wait_ms);
+    }
+    if (v == CTF_APPLY_WAIT)
+        o->requeue_ms = min_positive(o->requeue_ms, wait_ms);
+    if (v == CTF_APPLY) {
+        ctf_applied_forget(op->applied, kop_meta_uid(chal));
+        err = apply_children(op, children, &generations, o, req);
+        if (!err && !o->reason && digest[0])
+            ctf_applied_record(op->applied, kop_meta_uid(chal), digest, generations, now);
+    }
     json_decref(children);
     return err;
 }
 
 /* ---- reconcile ------------------------------------------------------------------ */
-
-static long min_positive(long a, long b)
-{
-    if (a <= 0)
-        return b;
-    if (b <= 0)
-        return a;
-    return a < b ? a : b;
-}
 
 /*
  * expire deletes an expired Challenge, but only the version the cache

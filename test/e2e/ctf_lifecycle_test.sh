@@ -135,6 +135,22 @@ dflag=$(k -n "$(field nc-team-a .status.namespace)" get secret flag -o jsonpath=
 [[ $dflag =~ ^flag\{[0-9a-f]{32}\}$ ]] || fail "dynamic flag '$dflag' is not prefix+HMAC+suffix"
 ok "namespace, NetworkPolicies, quota, limits, hardened pods, flag only in its Secret"
 
+log "a pass that would change nothing writes nothing; a deleted child comes back"
+# metric NAME-AND-LABEL-FILTER: the sum of the operator's samples matching it.
+metric() { curl -s "http://127.0.0.1:$PORT/metrics" | awk -v re="$1" '$0 ~ re {s += $2} END {print s + 0}'; }
+patches() { metric '^rest_client_requests_total\\{.*method="PATCH"'; }
+passes() { metric '^controller_runtime_reconcile_total\\{controller="challenge"'; }
+passes_above() { [ "$(passes)" -gt "$1" ]; }
+p0=$(patches) r0=$(passes)
+k -n "$ns" label deployment web kopc.test/poke=1 --overwrite >/dev/null
+wait_for 60 "a pass woken by the Deployment's change" passes_above "$r0"
+p1=$(patches)
+[ "$p1" = "$p0" ] || fail "a pass with nothing to change made $((p1 - p0)) PATCH requests"
+k -n "$ns" delete deployment web --wait=true >/dev/null
+wait_for 60 "the deleted Deployment applied again" k -n "$ns" get deployment web
+wait_for 90 "web-team-a Running again" status_is web-team-a Running
+ok "no PATCH from a pass that changes nothing ($r0 -> $(passes) passes); a deleted Deployment is put back"
+
 log "renew, expiry, nothing left: each sample"
 # A copy of each sample with a short lifetime, all three living at once.
 plus() { python3 -c "import datetime as d; t=d.datetime.strptime('$1','%Y-%m-%dT%H:%M:%SZ'); print((t+d.timedelta(seconds=$2)).strftime('%Y-%m-%dT%H:%M:%SZ'))"; }

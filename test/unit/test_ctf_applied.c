@@ -1,0 +1,100 @@
+/*
+ * test_ctf_applied.c - what the reconciler last applied (operators/ctf/
+ * applied.c): the same children seen whole in the caches are skipped; a
+ * child missing just after the apply waits for the caches, later it is
+ * applied again; a Deployment edited by someone else (its generation ahead)
+ * is applied again at once; other children, an old record, a forgotten one
+ * or none at all mean applying. The digest covers every byte of the
+ * children and ignores the order of keys.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ctf_internal.h"
+
+static json_t *children(const char *flag)
+{
+    return json_pack("[{s:s, s:{s:s}}, {s:s, s:{s:s, s:s}, s:{s:s}}]", "kind", "Namespace",
+                     "metadata", "name", "ctf-web-team-a", "kind", "Secret", "metadata", "name",
+                     "flag", "namespace", "ctf-web-team-a", "stringData", "flag", flag);
+}
+
+static void test_digest(void **state)
+{
+    (void)state;
+    char a[CTF_DIGEST_HEX], b[CTF_DIGEST_HEX], c[CTF_DIGEST_HEX];
+    json_t *x = children("flag{a}"), *y = children("flag{b}");
+    json_t *z =
+        json_loads("[{\"metadata\": {\"name\": \"ctf-web-team-a\"}, \"kind\": \"Namespace\"},"
+                   " {\"stringData\": {\"flag\": \"flag{a}\"}, \"kind\": \"Secret\","
+                   " \"metadata\": {\"namespace\": \"ctf-web-team-a\", \"name\": \"flag\"}}]",
+                   0, NULL);
+    assert_non_null(z);
+    assert_int_equal(ctf_applied_digest(x, a), KOP_OK);
+    assert_int_equal(ctf_applied_digest(y, b), KOP_OK);
+    assert_int_equal(ctf_applied_digest(z, c), KOP_OK);
+    assert_int_equal(strlen(a), CTF_DIGEST_HEX - 1);
+    assert_string_not_equal(a, b); /* one byte of the flag differs */
+    assert_string_equal(a, c);     /* the order of keys does not matter */
+    json_decref(x);
+    json_decref(y);
+    json_decref(z);
+}
+
+static void test_decide(void **state)
+{
+    (void)state;
+    ctf_applied *a = NULL;
+    long wait = -1;
+    const int64_t t = 1000000;
+    const ctf_applied_seen whole = {.missing = 0, .generations = 2};
+    const ctf_applied_seen lagging = {.missing = 1, .generations = 1};
+    const ctf_applied_seen edited = {.missing = 0, .generations = 3};
+    assert_int_equal(ctf_applied_new(&a), KOP_OK);
+
+    /* Nothing known: apply. */
+    assert_int_equal(ctf_applied_decide(a, "u1", "d1", &whole, t, &wait), CTF_APPLY);
+    ctf_applied_record(a, "u1", "d1", 2, t);
+    /* The same, seen whole: skip, at once and for the resync period. */
+    assert_int_equal(ctf_applied_decide(a, "u1", "d1", &whole, t, &wait), CTF_APPLY_SKIP);
+    assert_int_equal(
+        ctf_applied_decide(a, "u1", "d1", &whole, t + CTF_APPLIED_RESYNC_MS - 1, &wait),
+        CTF_APPLY_SKIP);
+    /* Then everything once more. */
+    assert_int_equal(ctf_applied_decide(a, "u1", "d1", &whole, t + CTF_APPLIED_RESYNC_MS, &wait),
+                     CTF_APPLY);
+    /* Other children: apply. Another instance: apply. */
+    assert_int_equal(ctf_applied_decide(a, "u1", "d2", &whole, t, &wait), CTF_APPLY);
+    assert_int_equal(ctf_applied_decide(a, "u2", "d1", &whole, t, &wait), CTF_APPLY);
+    /* Missing or behind just after the apply: wait out the lag; later: apply. */
+    assert_int_equal(ctf_applied_decide(a, "u1", "d1", &lagging, t + 1000, &wait), CTF_APPLY_WAIT);
+    assert_int_equal(wait, CTF_APPLIED_LAG_MS - 1000);
+    assert_int_equal(ctf_applied_decide(a, "u1", "d1", &lagging, t + CTF_APPLIED_LAG_MS, &wait),
+                     CTF_APPLY);
+    assert_int_equal(wait, 0);
+    /* A Deployment ahead of what was applied was edited: apply at once. */
+    assert_int_equal(ctf_applied_decide(a, "u1", "d1", &edited, t + 1, &wait), CTF_APPLY);
+    /* A clock that went back is no proof of anything. */
+    assert_int_equal(ctf_applied_decide(a, "u1", "d1", &whole, t - 1, &wait), CTF_APPLY);
+    /* Forgotten: apply. */
+    ctf_applied_forget(a, "u1");
+    assert_int_equal(ctf_applied_decide(a, "u1", "d1", &whole, t, &wait), CTF_APPLY);
+    ctf_applied_forget(a, "never-known");
+    ctf_applied_free(a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_digest),
+        cmocka_unit_test(test_decide),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
