@@ -7,7 +7,7 @@
 #   make install PREFIX=DIR   libkop (static, shared), headers, kop.pc, CMake package
 #   make helm    build/bin/helm, the Helm CLI pinned in tools/helm/go.mod
 #   make image   the operator's container image IMAGE (needs docker or podman; not in make test)
-#   make bench   kopc against controller-runtime and kopf (30-60 min; writes docs/benchmarks.md)
+#   make bench   kopc against controller-runtime and kopf (3 interleaved trials: hours; writes docs/benchmarks.md)
 #   make bench-quick   the same with a few objects, to see the harness work (BENCH_QUICK=1 too)
 #   make soak    an hour (SOAK_SECONDS) of instance churn, RSS and open fds sampled (not in make test)
 #

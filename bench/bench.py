@@ -90,6 +90,26 @@ def proc_status(pid):
     return out
 
 
+def proc_pss_kib(pid):
+    """Pss of pid (/proc/PID/smaps_rollup): shared library pages counted in
+    proportion to the processes that map them, unlike VmRSS."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
+
+
+def writes_of(by_method):
+    return sum(v for k, v in by_method.items() if k in WRITES) if by_method else None
+
+
 class Sampler(threading.Thread):
     """Samples the operator's and the devcluster's CPU and RSS every 200 ms."""
 
@@ -257,6 +277,24 @@ class Operator:
                 total += float(line.rsplit(" ", 1)[1])
         return int(total)
 
+    def requests(self):
+        """The operator's requests to the apiserver by method, from its client's
+        rest_client_requests_total (client-go's metric, which libkop exports
+        too), or None when it has no such metric (kopf)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.mport}{self.metrics_path}",
+                                        timeout=5) as r:
+                text = r.read().decode()
+        except (OSError, TypeError):
+            return None
+        by = {}
+        for line in text.splitlines():
+            if line.startswith("rest_client_requests_total{"):
+                m = re.search(r'method="([A-Z]+)"', line)
+                if m:
+                    by[m.group(1)] = by.get(m.group(1), 0) + float(line.rsplit(" ", 1)[1])
+        return by or None
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -339,6 +377,7 @@ def measure_limit(args, workload, n, out):
         dc1 = proc_cpu(c.pid)
         sampler.stop()
         s["devcluster_cpu_s"] = dc1 - dc0
+        s["writes_per_object"] = s.get("operator_writes", 0) / n
         return s
     finally:
         c.stop()
@@ -365,6 +404,8 @@ def measure_warm(args, op, workload, n, out):
         time.sleep(args.settle)  # idle: the steady state
         t_end = time.time()
         reconciles = op.reconciles(os.path.join(out, "metrics.txt"))
+        by_method = op.requests() if op.metrics_path else None
+        pss = proc_pss_kib(pid)
         mem = proc_status(pid)
         hwm = mem.get("VmHWM")
         if workload == "challenges" and op.name == "kopc" and args.api:
@@ -386,6 +427,9 @@ def measure_warm(args, op, workload, n, out):
             # the steady RSS split: private memory, and pages of the binary and libraries
             "rss_anon_mib": mem.get("RssAnon", 0) / 1024,
             "rss_file_mib": mem.get("RssFile", 0) / 1024,
+            "pss_mib": pss / 1024 if pss else None,
+            "requests_by_method": by_method,
+            "writes_per_object": writes_of(by_method) / n if by_method else None,
             "operator_exit": op.proc.returncode,
         })
         return s
@@ -525,43 +569,104 @@ def versions():
 
 def record(results, run, out):
     """record adds (or replaces) one measurement and saves results.json at once."""
-    key = (run["workload"], run["n"], run["operator"], run["phase"])
-    results["runs"] = [r for r in results["runs"]
-                       if (r["workload"], r["n"], r["operator"], r["phase"]) != key] + [run]
+    def key(r):
+        return (r["workload"], r["n"], r["operator"], r["phase"], r.get("trial", 1))
+    results["runs"] = [r for r in results["runs"] if key(r) != key(run)] + [run]
     results["load_after"] = os.getloadavg()
     results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
 
 
+def wait_quiet(max_load, timeout):
+    """wait_quiet waits until the 1-minute load average is at most max_load
+    (what a measurement alone leaves behind) or timeout seconds passed;
+    returns the load average it starts the measurement with and whether it
+    was quiet enough."""
+    end = time.time() + timeout
+    while True:
+        load = os.getloadavg()
+        if load[0] <= max_load:
+            return load, True
+        if time.time() >= end:
+            return load, False
+        time.sleep(5)
+
+
+def measure(args, results, workload, n, trial, name, phase, fn, label=None):
+    """measure runs one measurement after the load gate and records it."""
+    tag = f"{workload}-{n}"
+    log(f"{tag} trial {trial}: {name} {phase}")
+    load, quiet = wait_quiet(args.max_load, args.quiet_timeout)
+    if not quiet:
+        log(f"  load average {load[0]:.2f} above {args.max_load}: measured, marked noisy")
+    try:
+        s = fn()
+        s["load_after"] = os.getloadavg()
+    except Exception as e:  # report, keep going
+        log(f"  FAILED: {e}")
+        s = {"done": 0, "error": str(e)}
+    run = {"workload": workload, "n": n, "operator": name, "phase": phase, "trial": trial,
+           "load_before": load, "noisy": not quiet, **s}
+    if label:
+        run["label"] = label
+    record(results, run, args.out)
+    if "converge_s" in s:
+        log(f"  done {s['done']}/{n} in {s['converge_s']:.2f}s"
+            + (f", peak RSS {s['peak_rss_mib']:.1f} MiB" if s.get("peak_rss_mib") else ""))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="smoke mode: small N")
+    ap.add_argument("--quick", action="store_true", help="smoke mode: small N, one trial")
     ap.add_argument("--out", required=True)
     ap.add_argument("--threads", type=int, default=8, help="loader threads (connections)")
     ap.add_argument("--settle", type=float, default=None, help="idle seconds after convergence")
     ap.add_argument("--only", default="", help="comma list of workloads (flighttickets, "
                     "challenges-1000, ...) and/or operators (limit, kopc, controller-runtime, kopf)")
+    ap.add_argument("--trials", type=int, default=None,
+                    help="measurements of each operator, interleaved (default 3; quick: 1)")
+    ap.add_argument("--phases", default="warm,cold", help="warm and/or cold")
+    ap.add_argument("--sizes", default="", help="override N, e.g. challenges=100,1000,5000")
+    ap.add_argument("--max-load", type=float, default=2.5,
+                    help="1-minute load average a measurement waits for (the measurement alone "
+                    "leaves about 2 on 2 cores); a measurement started above it is marked noisy")
+    ap.add_argument("--quiet-timeout", type=float, default=600)
     ap.add_argument("--no-api", dest="api", action="store_false")
-    ap.add_argument("--write-doc", action="store_true")
+    ap.add_argument("--write-doc", action="store_true",
+                    help="publish into docs/benchmarks.md: refused from a dirty tree or a noisy run")
     ap.add_argument("--merge", action="store_true",
                     help="keep the measurements of OUT/results.json not measured again")
     args = ap.parse_args()
     args.out = os.path.abspath(args.out)  # operators run in their output directories
+    if args.trials is None:
+        args.trials = 1 if args.quick else 3
+    if args.quick:
+        args.quiet_timeout = 0  # a smoke run proves the harness, not a speed: no waiting
+    phases = [p for p in args.phases.split(",") if p]
 
     def interrupted(signum, frame):
         raise KeyboardInterrupt  # unwinds through the finally blocks: clusters stopped
     signal.signal(signal.SIGTERM, interrupted)
     sizes = ({"flighttickets": [50], "challenges": [10]} if args.quick
              else {"flighttickets": [1000, 10000], "challenges": [100, 1000]})
+    for spec in filter(None, args.sizes.split(";")):
+        w, ns = spec.split("=")
+        sizes[w] = [int(x) for x in ns.split(",")]
     if args.settle is None:
         args.settle = 3 if args.quick else 10
     os.makedirs(args.out, exist_ok=True)
     args.clusters = os.path.join(args.out, "clusters")
     only = [x for x in args.only.split(",") if x]
 
-    results = {"quick": args.quick, "versions": versions(), "runs": [],
-               "load_before": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    vers = versions()
+    results = {"quick": args.quick, "versions": vers, "runs": [], "trials": args.trials,
+               "max_load": args.max_load, "dirty": vers["kopc"].endswith("(dirty tree)"),
+               "load_before": os.getloadavg(),
+               "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    if args.write_doc and results["dirty"]:
+        log("refusing --write-doc: the tree is dirty (commit first: the run records the commit)")
+        return 2
     prev = os.path.join(args.out, "results.json")
     if args.merge and os.path.exists(prev):  # keep what an earlier (partial) run measured
         with open(prev) as f:
@@ -577,47 +682,38 @@ def main():
             tag = f"{workload}-{n}"
             if only_sizes and not ({workload, tag} & only_sizes):
                 continue
-            if not only_ops or "limit" in only_ops:
-                log(f"{tag}: the limit (loader alone)")
-                try:
-                    s = measure_limit(args, workload, n, os.path.join(args.out, tag, "limit"))
-                except Exception as e:  # report, keep going
-                    log(f"  FAILED: {e}")
-                    s = {"done": 0, "error": str(e)}
-                s["load_after"] = os.getloadavg()
-                record(results, {"workload": workload, "n": n, "operator": "limit",
-                                 "phase": "limit", **s}, args.out)
-                if "converge_s" in s:
-                    log(f"  done {s['done']}/{n} in {s['converge_s']:.2f}s")
-            for op in ops:
-                if op.workload != workload or (only_ops and op.name not in only_ops):
-                    continue
-                for phase, fn in (("warm", measure_warm), ("cold", measure_cold)):
-                    log(f"{tag}: {op.name} {phase}")
-                    out = os.path.join(args.out, tag, f"{op.name}-{phase}")
-                    try:
-                        s = fn(args, op, workload, n, out)
-                        s["load_after"] = os.getloadavg()
-                    except Exception as e:  # report, keep going
-                        log(f"  FAILED: {e}")
-                        s = {"done": 0, "error": str(e)}
-                    record(results, {"workload": workload, "n": n, "operator": op.name,
-                                     "label": op.label, "phase": phase, **s}, args.out)
-                    if "converge_s" in s:
-                        log(f"  done {s['done']}/{n} in {s['converge_s']:.2f}s"
-                            + (f", peak RSS {s['peak_rss_mib']:.1f} MiB" if s.get("peak_rss_mib") else ""))
+            # Trials interleaved (limit, A, B, ..., limit, A, B, ...): a slow
+            # spell of the machine lands on every operator alike.
+            for trial in range(1, args.trials + 1):
+                tdir = os.path.join(args.out, tag, f"trial-{trial}")
+                if not only_ops or "limit" in only_ops:
+                    measure(args, results, workload, n, trial, "limit", "limit",
+                            lambda: measure_limit(args, workload, n, os.path.join(tdir, "limit")))
+                for op in ops:
+                    if op.workload != workload or (only_ops and op.name not in only_ops):
+                        continue
+                    for phase, fn in (("warm", measure_warm), ("cold", measure_cold)):
+                        if phase not in phases:
+                            continue
+                        out = os.path.join(tdir, f"{op.name}-{phase}")
+                        measure(args, results, workload, n, trial, op.name, phase,
+                                lambda: fn(args, op, workload, n, out), op.label)
             subprocess.run(["rm", "-rf", args.clusters])
     results["load_after"] = os.getloadavg()
     results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
+    noisy = [r for r in results["runs"] if r.get("noisy")]
+    if args.write_doc and noisy:
+        log(f"refusing --write-doc: {len(noisy)} measurements began above load {args.max_load}")
+        args.write_doc = False
     import report
     report.write(args.out, results, write_doc=args.write_doc)
     failed = [r for r in results["runs"] if r.get("done") != r["n"]]
     for r in failed:
-        log(f"INCOMPLETE: {r['workload']}-{r['n']} {r['operator']} {r['phase']}: "
-            f"{r.get('done')}/{r['n']} {r.get('error', '')}")
-    return 1 if failed else 0
+        log(f"INCOMPLETE: {r['workload']}-{r['n']} {r['operator']} {r['phase']} "
+            f"trial {r.get('trial', 1)}: {r.get('done')}/{r['n']} {r.get('error', '')}")
+    return 1 if failed or (noisy and "--write-doc" in sys.argv) else 0
 
 
 if __name__ == "__main__":

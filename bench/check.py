@@ -2,8 +2,8 @@
 """check.py RESULTS_DIR - assert that a bench.py run produced sane output
 (bench/smoke_test.sh): every operator reconciled every object in every
 phase with no failed write, each measured run left a non-empty samples.csv
-(with operator rows) and a latency.csv with one row per object, and the
-table and the plot exist. Timing is never asserted."""
+(with operator rows) and a latency.csv with one row per object, its writes
+per object and PSS were counted, and the table and the plot exist. Timing is never asserted."""
 import csv
 import json
 import os
@@ -22,7 +22,7 @@ for r in results["runs"]:
     if r.get("done") != r["n"] or r.get("errors"):
         fails.append(f"{name}: {r.get('done')}/{r['n']} done, {r.get('errors')} errors {r.get('error', '')}")
         continue
-    d = os.path.join(out, f"{r['workload']}-{r['n']}",
+    d = os.path.join(out, f"{r['workload']}-{r['n']}", f"trial-{r.get('trial', 1)}",
                      "limit" if r["phase"] == "limit" else f"{r['operator']}-{r['phase']}")
     with open(os.path.join(d, "samples.csv")) as f:
         rows = list(csv.DictReader(f))
@@ -34,6 +34,13 @@ for r in results["runs"]:
         fails.append(f"{name}: latency.csv lacks objects")
     if r["phase"] == "warm" and not (r.get("peak_rss_mib") and r.get("cpu_s") is not None):
         fails.append(f"{name}: no RSS or CPU figures")
+    # Requests per object: from each Go or C operator's rest_client_requests_total, and
+    # the loader's own count for the limit; each must have written something per object.
+    if (r["phase"] == "limit" or (r["phase"] == "warm" and r["operator"] != "kopf")) \
+            and not (r.get("writes_per_object") or 0) >= 1:
+        fails.append(f"{name}: no writes per object counted ({r.get('writes_per_object')})")
+    if r["phase"] == "warm" and not r.get("pss_mib"):
+        fails.append(f"{name}: no PSS")
 for w in sorted(want - seen):
     fails.append(f"{w[0]} {w[1]}: not run")
 for f in ("table.md", "bench.png"):

@@ -29,11 +29,54 @@ def ratio(a, b, digits=2):
     return f"{a / b:.{digits}f}"
 
 
+SPREAD = ("converge_s", "cpu_ms_per_object", "peak_rss_mib")
+
+
+def median(vals):
+    vals = sorted(vals)
+    k = len(vals)
+    return None if not k else vals[k // 2] if k % 2 else (vals[k // 2 - 1] + vals[k // 2]) / 2
+
+
 def find(results, workload, n, op, phase):
-    for r in results["runs"]:
-        if r["workload"] == workload and r["n"] == n and r["operator"] == op and r["phase"] == phase:
-            return r
-    return None
+    """find merges the trials of one cell: every numeric figure (and latency
+    percentile) is the median over the complete trials; "spread" holds the
+    (min, max) of the figures in SPREAD, "trials" how many were complete. A
+    cell with no complete trial returns its last failed one."""
+    runs = [r for r in results["runs"] if r["workload"] == workload and r["n"] == n
+            and r["operator"] == op and r["phase"] == phase]
+    if not runs:
+        return None
+    good = [r for r in runs if r.get("done") == n]
+    if not good:
+        return runs[-1]
+    merged = dict(good[0])
+    for key, v in good[0].items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            vals = [r[key] for r in good if isinstance(r.get(key), (int, float))]
+            merged[key] = median(vals)
+    merged["latency_ms"] = {p: median([r["latency_ms"][p] for r in good if r.get("latency_ms")])
+                            for p in ("p50", "p90", "p99", "max")}
+    merged["spread"] = {k: (min(r[k] for r in good if r.get(k) is not None),
+                            max(r[k] for r in good if r.get(k) is not None))
+                        for k in SPREAD if any(r.get(k) is not None for r in good)}
+    merged["trials"] = len(good)
+    merged["noisy"] = any(r.get("noisy") for r in good)
+    apis = [r["api"] for r in good if r.get("api")]
+    if apis:
+        merged["api"] = dict(apis[0])
+        for name in ("kopc", "nginx"):
+            merged["api"][name] = {k: median([a[name][k] for a in apis]) for k in apis[0][name]}
+    return merged
+
+
+def with_spread(r, key, digits):
+    """with_spread: the median, and (min–max) over the trials when there were several."""
+    v = fmt(r.get(key), digits)
+    lo_hi = r.get("spread", {}).get(key)
+    if r.get("trials", 1) > 1 and lo_hi:
+        v += f" ({lo_hi[0]:.{digits}f}–{lo_hi[1]:.{digits}f})"
+    return v
 
 
 def table(results):
@@ -43,12 +86,21 @@ def table(results):
                  f"{' (QUICK smoke run: numbers mean nothing)' if results['quick'] else ''}; "
                  f"load average (1/5/15 min) before {fmt_load(results['load_before'])}, "
                  f"after {fmt_load(results['load_after'])}.\n")
+    before = [r["load_before"][0] for r in results["runs"] if r.get("load_before")]
     loads = [r["load_after"][0] for r in results["runs"] if r.get("load_after")]
-    if loads:
-        lines.append(f"1-minute load average at the end of each measurement: min {min(loads):.2f}, "
-                     f"median {sorted(loads)[len(loads) // 2]:.2f}, max {max(loads):.2f} "
-                     f"(the devcluster, the operator and the loader of a measurement alone make "
-                     f"about 2 on this machine; the rest was other work).\n")
+    if before:
+        noisy = sum(1 for r in results["runs"] if r.get("noisy"))
+        lines.append(f"1-minute load average before each measurement: min {min(before):.2f}, "
+                     f"median {median(before):.2f}, max {max(before):.2f}; each waited for "
+                     f"{results.get('max_load', 2.5)} or less ({noisy} could not and "
+                     f"{'are' if noisy != 1 else 'is'} marked noisy). After: min {min(loads):.2f}, "
+                     f"median {median(loads):.2f}, max {max(loads):.2f} (a measurement alone "
+                     f"makes about 2 on this machine).\n")
+    lines.append(f"Each figure is the median of {results.get('trials', 1)} trials, run "
+                 f"interleaved (the limit, then each operator, then again); (min–max) gives "
+                 f"the spread. Writes per object: POST, PUT, PATCH and DELETE requests of the "
+                 f"operator (its rest_client_requests_total), or of the loader doing the "
+                 f"operator's work for the limit, divided by N; Events included.\n")
     lines.append("| | version |\n|---|---|")
     for k, val in v.items():
         lines.append(f"| {k} | {val} |")
@@ -59,34 +111,41 @@ def table(results):
         what = "FlightTickets" if workload == "flighttickets" else "Challenges"
         lines.append(f"### {n:,} {what}\n")
         lines.append("| operator | all done (s) | × limit | p50 latency (ms) | p99 latency (ms) "
-                     "| CPU (s) | CPU per object (ms) | reconciles | peak RSS (MiB) "
-                     "| steady RSS (MiB) | of it anon / file | cold start (s) | apiserver CPU (s) |")
-        lines.append("|---|" + "---:|" * 12)
+                     "| CPU (s) | CPU per object (ms) | reconciles | writes per object "
+                     "| peak RSS (MiB) | steady RSS (MiB) | of it anon / file | PSS (MiB) "
+                     "| cold start (s) | apiserver CPU (s) |")
+        lines.append("|---|" + "---:|" * 14)
         limit = find(results, workload, n, "limit", "limit")
         for op in ORDER:
             if op == "limit":
                 r = limit
                 if not r:
                     continue
-                lines.append(f"| the limit: loader alone | {fmt(r.get('converge_s'), 2)} | 1.00 "
+                if r.get("done") != n:
+                    lines.append(f"| the limit | FAILED ({r.get('done')}/{n}) |" + " |" * 13)
+                    continue
+                lines.append(f"| the limit: loader alone | {with_spread(r, 'converge_s', 2)} | 1.00 "
                              f"| {fmt(r['latency_ms']['p50'], 0)} | {fmt(r['latency_ms']['p99'], 0)} "
-                             f"| – | – | – | – | – | – | – | {fmt(r.get('devcluster_cpu_s'))} |")
+                             f"| – | – | – | {fmt(r.get('writes_per_object'), 1)} | – | – | – | – "
+                             f"| – | {fmt(r.get('devcluster_cpu_s'))} |")
                 continue
             w, c = find(results, workload, n, op, "warm"), find(results, workload, n, op, "cold")
             if not w:
                 continue
             if w.get("done") != n:
                 lines.append(f"| {op} | FAILED ({w.get('done')}/{n}) {w.get('error', '')[:80]} |"
-                             + " |" * 11)
+                             + " |" * 13)
                 continue
             lat = w.get("latency_ms", {})
             lines.append(
-                f"| {op} | {fmt(w.get('converge_s'), 2)} "
+                f"| {op} | {with_spread(w, 'converge_s', 2)} "
                 f"| {ratio(w.get('converge_s'), limit and limit.get('converge_s'))} "
                 f"| {fmt(lat.get('p50'), 0)} | {fmt(lat.get('p99'), 0)} | {fmt(w.get('cpu_s'), 2)} "
-                f"| {fmt(w.get('cpu_ms_per_object'), 3)} | {fmt(w.get('reconciles'))} "
-                f"| {fmt(w.get('peak_rss_mib'))} | {fmt(w.get('steady_rss_mib'))} "
+                f"| {with_spread(w, 'cpu_ms_per_object', 3)} | {fmt(w.get('reconciles'))} "
+                f"| {fmt(w.get('writes_per_object'), 1)} "
+                f"| {with_spread(w, 'peak_rss_mib', 1)} | {fmt(w.get('steady_rss_mib'))} "
                 f"| {fmt(w.get('rss_anon_mib'))} / {fmt(w.get('rss_file_mib'))} "
+                f"| {fmt(w.get('pss_mib'))} "
                 f"| {fmt(c.get('cold_start_s') if c and c.get('done') == n else None, 2)} "
                 f"| {fmt(w.get('devcluster_cpu_s'))} |")
         lines.append("")
@@ -96,6 +155,7 @@ def table(results):
             lines.append("| ratio | " + " | ".join(f"kopc / {p}" for p in peers) + " | kopc / limit |")
             lines.append("|---|" + "---:|" * (len(peers) + 1))
             rows = [("peak RSS", "peak_rss_mib", "warm"), ("steady RSS", "steady_rss_mib", "warm"),
+                    ("PSS", "pss_mib", "warm"), ("writes per object", "writes_per_object", "warm"),
                     ("CPU per object", "cpu_ms_per_object", "warm"),
                     ("time until all done", "converge_s", "warm"),
                     ("cold start", "cold_start_s", "cold")]
@@ -105,8 +165,8 @@ def table(results):
                     pr = find(results, workload, n, p, phase)
                     kr = find(results, workload, n, "kopc", phase)
                     cells.append(ratio(kr and kr.get(key), pr and pr.get(key)))
-                lim = ratio(k.get("converge_s"), limit and limit.get("converge_s")) \
-                    if key == "converge_s" else "–"
+                lim = ratio(k.get(key), limit and limit.get(key)) \
+                    if key in ("converge_s", "writes_per_object") else "–"
                 lines.append(f"| {label} | " + " | ".join(cells) + f" | {lim} |")
             lines.append("")
         api = k and k.get("api")
@@ -156,7 +216,7 @@ def plot(out, results):
         tag = f"{workload}-{n}"
         ax = axes[row][0]
         for op in ORDER:
-            d = os.path.join(out, tag, "limit" if op == "limit" else f"{op}-warm")
+            d = os.path.join(out, tag, "trial-1", "limit" if op == "limit" else f"{op}-warm")
             lat = sorted(float(x["done_ms"]) - float(x["sent_ms"])
                          for x in read_csv(os.path.join(d, "latency.csv"))
                          if float(x["done_ms"] or 0) > 0 and float(x["sent_ms"] or 0) > 0)
@@ -173,7 +233,7 @@ def plot(out, results):
         ax.legend()
         ax = axes[row][1]
         for op in ORDER[1:]:
-            rows = read_csv(os.path.join(out, tag, f"{op}-warm", "samples.csv"))
+            rows = read_csv(os.path.join(out, tag, "trial-1", f"{op}-warm", "samples.csv"))
             pts = [(float(x["t_s"]), int(x["op_rss_kib"]) / 1024) for x in rows if x["op_rss_kib"]]
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], label=op, color=colors[op])

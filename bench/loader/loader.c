@@ -99,6 +99,7 @@ static struct {
     atomic_int next;      /* next index to create */
     atomic_int ndone;     /* objects seen done */
     atomic_int nerrors;   /* failed creates */
+    atomic_long nwrites;  /* the operator's writes done here (alone mode) */
     pthread_mutex_t lock; /* records' challenge fields, the patch queue */
     pthread_cond_t cond;
     int *queue; /* challenges, alone: indices whose status is to be patched */
@@ -209,6 +210,7 @@ static kop_err ticket_writes(kop_client *c, const json_t *ticket, kop_status *st
     kop_err err = kop_meta_set_controller_ref(cm, ticket, st);
     if (!err)
         err = kop_create(c, &CONFIGMAPS, L.ns, cm, NULL, NULL, st);
+    atomic_fetch_add(&L.nwrites, 1);
     json_decref(cm);
     if (err)
         return err;
@@ -219,6 +221,7 @@ static kop_err ticket_writes(kop_client *c, const json_t *ticket, kop_status *st
                                json_object_get(spec, "number"), "confirmedAt", at,
                                "observedGeneration", (json_int_t)kop_meta_generation(ticket));
     err = kop_patch_status(c, &TICKETS, ticket, status, NULL, st);
+    atomic_fetch_add(&L.nwrites, 1);
     json_decref(status);
     return err;
 }
@@ -263,6 +266,7 @@ static kop_err challenge_writes(kop_client *c, int i, const json_t *chal, kop_st
                              .patch = child,
                              .opts = wo};
         err = r ? kop_patch_object(c, &req, &stored, st) : KOP_EINVAL;
+        atomic_fetch_add(&L.nwrites, 1);
         if (!err && r && strcmp(r->kind, "Service") == 0 && !endpoint) {
             json_t *port = json_array_get(json_object_get(json_object_get(stored, "spec"), "ports"), 0);
             char buf[64];
@@ -316,6 +320,7 @@ static void *patcher(void *arg)
                                    endpoint ? endpoint : "");
         kop_status st;
         kop_err err = kop_patch_status(c, &CHALLENGES, obj, status, NULL, &st);
+        atomic_fetch_add(&L.nwrites, 1);
         if (err)
             fprintf(stderr, "bench-loader: status of %s: %s\n", name, st.message);
         json_decref(status);
@@ -513,7 +518,7 @@ static void write_output(double t_start, double t_end)
     }
     fprintf(f,
             "{\"workload\": \"%s\", \"mode\": \"%s\", \"count\": %d, \"threads\": %d,\n"
-            " \"done\": %d, \"errors\": %d,\n"
+            " \"done\": %d, \"errors\": %d, \"operator_writes\": %ld,\n"
             " \"start_ms\": %.3f, \"first_sent_ms\": %.3f, \"last_created_ms\": %.3f,\n"
             " \"last_done_ms\": %.3f, \"end_ms\": %.3f,\n"
             " \"create_s\": %.3f, \"converge_s\": %.3f,\n"
@@ -523,7 +528,7 @@ static void write_output(double t_start, double t_end)
                         : L.mode == MODE_ALONE  ? "alone"
                         : L.mode == MODE_CREATE ? "create"
                                                 : "wait",
-            L.count, L.threads, ndone, atomic_load(&L.nerrors), t_start, first, last_created,
+            L.count, L.threads, ndone, atomic_load(&L.nerrors), atomic_load(&L.nwrites), t_start, first, last_created,
             last_done, t_end, first && last_created ? (last_created - first) / 1e3 : 0,
             from && last_done ? (last_done - from) / 1e3 : 0, nlat, percentile(lat, nlat, 50),
             percentile(lat, nlat, 90), percentile(lat, nlat, 99),

@@ -84,6 +84,17 @@ k delete cm my-flight-ticket-boarding-pass >/dev/null
 wait_for 60 "boarding pass recreated" "$KUBECTL" --kubeconfig "$DIR/kubeconfig" get cm my-flight-ticket-boarding-pass
 ok "a deleted boarding pass is recreated (owned resources are watched)"
 
+patch_count() { curl -s "http://127.0.0.1:$P1/metrics" | awk '/^rest_client_requests_total\{.*method="PATCH"/ { s += $2 } END { print s + 0 }'; }
+reconciled() { curl -s "http://127.0.0.1:$P1/metrics" | awk '/^controller_runtime_reconcile_total\{controller="flightticket"/ { s += $2 } END { print s + 0 }'; }
+reconciled_above() { [ "$(reconciled)" -gt "$1" ]; }
+p0=$(patch_count) r0=$(reconciled)
+k label cm my-flight-ticket-boarding-pass kopc-test/poke=1 >/dev/null
+wait_for 60 "a pass woken by the boarding pass's label" reconciled_above "$r0"
+[ "$(patch_count)" = "$p0" ] || fail "a pass with nothing to change made $(($(patch_count) - p0)) PATCH requests"
+k patch cm my-flight-ticket-boarding-pass --type merge -p '{"data":{"seats":"99"}}' >/dev/null
+wait_for 60 "the edited boarding pass put back" bash -c "[ \"\$('$KUBECTL' --kubeconfig '$DIR/kubeconfig' get cm my-flight-ticket-boarding-pass -o jsonpath='{.data.seats}')\" = 5 ]"
+ok "no write when the cached pass is as wanted; an edited pass is put back"
+
 log "metrics"
 total=$(metric "$P1" 'controller_runtime_reconcile_total{controller="flightticket",result="success"}')
 adds=$(metric "$P1" 'workqueue_adds_total{name="flightticket",controller="flightticket"}')

@@ -4,7 +4,8 @@
 // (operators/ctf/reconcile.c): finalizer; definition from the cache;
 // lifetime and expiry; admission against the per-team and total quotas;
 // every child of the instance server-side applied (namespace, flag Secret,
-// ResourceQuota, LimitRange, NetworkPolicies, Deployment, Service); then
+// ResourceQuota, LimitRange, NetworkPolicies, Deployment, Service) when it
+// changed since the last apply (applied.go decides as applied.c); then
 // Running once the Deployment is available and the Service has its
 // nodePort, Pending until then; status written only when it changes, an
 // Event on each transition. The same watches: Challenges (generation
@@ -70,6 +71,7 @@ type Reconciler struct {
 
 	mu       sync.Mutex        // admission
 	admitted map[string]string // uid -> "namespace/team"
+	applied  appliedTable      // what each instance was last applied as
 }
 
 type observation struct {
@@ -181,13 +183,30 @@ func (r *Reconciler) instance(ctx context.Context, chal *Challenge) (observation
 		o.fail("InvalidDefinition", "%v", err)
 		return o, ns, expires, nil, nil
 	}
-	for _, obj := range objs {
-		if err := r.Apply(ctx, obj, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
-			if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
-				o.fail("InvalidDefinition", "refused: %v", err)
-				return o, ns, expires, nil, nil
+	// Apply only what changed since the last apply (applied.go, as applied.c).
+	now := time.Now()
+	digest, hashed := digestOf(objs)
+	v, wait := apply, time.Duration(0)
+	if hashed {
+		missing, gens := r.seen(ctx, objs)
+		v, wait = r.applied.decide(chal.UID, digest, missing, gens, now)
+	}
+	if v == waitApply && wait < o.requeue {
+		o.requeue = wait
+	}
+	if v == apply {
+		r.applied.forget(chal.UID)
+		for _, obj := range objs {
+			if err := r.Apply(ctx, obj, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+				if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+					o.fail("InvalidDefinition", "refused: %v", err)
+					return o, ns, expires, nil, nil
+				}
+				return o, ns, expires, nil, err
 			}
-			return o, ns, expires, nil, err
+		}
+		if hashed {
+			r.applied.record(chal.UID, digest, appliedGenerations(objs), now)
 		}
 	}
 	expiry := o.requeue
@@ -425,6 +444,7 @@ func statusEqual(a, b *ChallengeStatus) bool {
 // ---- finalization ------------------------------------------------------------------
 
 func (r *Reconciler) finalize(ctx context.Context, chal *Challenge) (ctrl.Result, error) {
+	r.applied.forget(chal.UID) // nothing is applied any more
 	if !controllerutil.ContainsFinalizer(chal, finalizer) {
 		return ctrl.Result{}, nil
 	}
@@ -544,6 +564,7 @@ func main() {
 		Recorder:    mgr.GetEventRecorderFor("kopc-ctf"),
 		NodeAddress: nodeAddress, MaxPerTeam: maxPerTeam, MaxTotal: maxTotal,
 		admitted: map[string]string{},
+		applied:  appliedTable{records: map[types.UID]appliedRecord{}},
 	}
 	mapLabels := handler.EnqueueRequestsFromMapFunc(byLabels)
 	err = ctrl.NewControllerManagedBy(mgr).
