@@ -223,8 +223,8 @@ class Operator:
     """How to start one operator and see that it is ready."""
 
     def __init__(self, name, label, workload, argv, ready_path, metrics_path=None,
-                 metrics_on_probe_port=False):
-        self.name, self.label, self.workload = name, label, workload
+                 metrics_on_probe_port=False, api=False):
+        self.name, self.label, self.workload, self.api = name, label, workload, api
         self.argv, self.ready_path, self.metrics_path = argv, ready_path, metrics_path
         self.metrics_on_probe_port = metrics_on_probe_port
 
@@ -324,7 +324,7 @@ def operators():
         Operator("kopc", "kopc (C, ctf-operator)", "challenges",
                  [os.path.join(BIN, "ctf-operator"), "--metrics-bind", "127.0.0.1:{port}",
                   "--api-bind", "127.0.0.1:{api}", "--max-instances", "{n}"],
-                 "/readyz", "/metrics", True),
+                 "/readyz", "/metrics", True, api=True),
         Operator("controller-runtime", "controller-runtime (Go)", "challenges",
                  [os.path.join(PEERS, "challenge-go"), "--metrics-bind-address",
                   "127.0.0.1:{mport}", "--health-probe-bind-address", "127.0.0.1:{port}",
@@ -342,10 +342,14 @@ WORKLOADS = {
 }
 
 
-def loader(cluster, workload, n, mode, out, threads, t0=None, timeout=1800):
+BURST_MS = 10000  # the burst scenario: N teams press Create within 10 s
+
+
+def loader(cluster, workload, n, mode, out, threads, t0=None, timeout=1800, extra=()):
     cmd = [os.path.join(BIN, "bench-loader"), "--kubeconfig", cluster.kubeconfig, "--workload",
            workload, "--count", str(n), "--namespace", WORKLOADS[workload]["namespace"],
-           "--mode", mode, "--out", out, "--threads", str(threads), "--timeout", str(timeout)]
+           "--mode", mode, "--out", out, "--threads", str(threads), "--timeout", str(timeout),
+           *extra]
     if workload == "challenges":
         cmd += ["--definition", "bench"]
     if t0 is not None:
@@ -366,14 +370,14 @@ def fresh_cluster(args, workload, n, tag):
     return c
 
 
-def measure_limit(args, workload, n, out):
+def measure_limit(args, workload, n, out, extra=()):
     os.makedirs(out, exist_ok=True)
     c = fresh_cluster(args, workload, n, "limit")
     try:
         sampler = Sampler(os.path.join(out, "samples.csv"), None, c.pid, time.time())
         sampler.start()
         dc0 = proc_cpu(c.pid)
-        s = loader(c, workload, n, "alone", out, args.threads)
+        s = loader(c, workload, n, "alone", out, args.threads, extra=extra)
         dc1 = proc_cpu(c.pid)
         sampler.stop()
         s["devcluster_cpu_s"] = dc1 - dc0
@@ -432,6 +436,33 @@ def measure_warm(args, op, workload, n, out):
             "writes_per_object": writes_of(by_method) / n if by_method else None,
             "operator_exit": op.proc.returncode,
         })
+        return s
+    finally:
+        if op.proc.poll() is None:
+            op.proc.kill()
+        c.stop()
+
+
+def measure_burst(args, op, workload, n, out):
+    """The start of a CTF: N teams each ask the instance API for an instance,
+    paced over BURST_MS; create -> Running per team, as the team sees it."""
+    os.makedirs(out, exist_ok=True)
+    c = fresh_cluster(args, workload, n, "burst")
+    try:
+        pid = op.start(c, os.path.join(out, "operator.log"), n)
+        sampler = Sampler(os.path.join(out, "samples.csv"), pid, c.pid, op.t_start)
+        sampler.start()
+        op.wait_ready()
+        time.sleep(2)  # let start-up work settle before the load
+        cpu0 = proc_cpu(pid)
+        s = loader(c, workload, n, "api", out, args.threads,
+                   extra=("--spread-ms", str(BURST_MS), "--api", f"http://127.0.0.1:{op.api_port}",
+                          "--api-token", ADMIN_TOKEN))
+        s["cpu_s"] = proc_cpu(pid) - cpu0
+        s["writes_per_object"] = writes_of(op.requests()) / n if op.requests() else None
+        op.stop()
+        sampler.stop()
+        s["operator_exit"] = op.proc.returncode
         return s
     finally:
         if op.proc.poll() is None:
@@ -626,7 +657,8 @@ def main():
                     "challenges-1000, ...) and/or operators (limit, kopc, controller-runtime, kopf)")
     ap.add_argument("--trials", type=int, default=None,
                     help="measurements of each operator, interleaved (default 3; quick: 1)")
-    ap.add_argument("--phases", default="warm,cold", help="warm and/or cold")
+    ap.add_argument("--phases", default="warm,cold,burst",
+                    help="warm, cold and/or burst (challenges: the instance API, paced)")
     ap.add_argument("--sizes", default="", help="override N, e.g. challenges=100,1000,5000")
     ap.add_argument("--max-load", type=float, default=2.5,
                     help="1-minute load average a measurement waits for (the measurement alone "
@@ -689,11 +721,17 @@ def main():
                 if not only_ops or "limit" in only_ops:
                     measure(args, results, workload, n, trial, "limit", "limit",
                             lambda: measure_limit(args, workload, n, os.path.join(tdir, "limit")))
+                    if workload == "challenges" and "burst" in phases:
+                        measure(args, results, workload, n, trial, "limit", "burst",
+                                lambda: measure_limit(args, workload, n,
+                                                      os.path.join(tdir, "limit-burst"),
+                                                      ("--spread-ms", str(BURST_MS))))
                 for op in ops:
                     if op.workload != workload or (only_ops and op.name not in only_ops):
                         continue
-                    for phase, fn in (("warm", measure_warm), ("cold", measure_cold)):
-                        if phase not in phases:
+                    for phase, fn in (("warm", measure_warm), ("cold", measure_cold),
+                                      ("burst", measure_burst)):
+                        if phase not in phases or (phase == "burst" and not op.api):
                             continue
                         out = os.path.join(tdir, f"{op.name}-{phase}")
                         measure(args, results, workload, n, trial, op.name, phase,

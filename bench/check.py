@@ -15,8 +15,11 @@ with open(os.path.join(out, "results.json")) as f:
     results = json.load(f)
 want = {("flighttickets", op) for op in ("limit", "kopc", "controller-runtime", "kopf")}
 want |= {("challenges", op) for op in ("limit", "kopc", "controller-runtime")}
+want |= {("challenges", op, "burst") for op in ("limit", "kopc")}  # the burst scenario
 seen = set()
 for r in results["runs"]:
+    if r["phase"] == "burst":
+        seen.add((r["workload"], r["operator"], "burst"))
     name = f"{r['workload']}-{r['n']} {r['operator']} {r['phase']}"
     seen.add((r["workload"], r["operator"]))
     if r.get("done") != r["n"] or r.get("errors"):
@@ -26,7 +29,7 @@ for r in results["runs"]:
                      "limit" if r["phase"] == "limit" else f"{r['operator']}-{r['phase']}")
     with open(os.path.join(d, "samples.csv")) as f:
         rows = list(csv.DictReader(f))
-    if not rows or (r["phase"] != "limit" and not any(x["op_rss_kib"] for x in rows)):
+    if not rows or (r["operator"] != "limit" and not any(x["op_rss_kib"] for x in rows)):
         fails.append(f"{name}: samples.csv empty")
     with open(os.path.join(d, "latency.csv")) as f:
         lat = list(csv.DictReader(f))
@@ -42,7 +45,7 @@ for r in results["runs"]:
     if r["phase"] == "warm" and not r.get("pss_mib"):
         fails.append(f"{name}: no PSS")
 for w in sorted(want - seen):
-    fails.append(f"{w[0]} {w[1]}: not run")
+    fails.append(f"{' '.join(w)}: not run")
 for f in ("table.md", "bench.png"):
     if not os.path.getsize(os.path.join(out, f)):
         fails.append(f"{f} empty")

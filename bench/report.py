@@ -169,6 +169,28 @@ def table(results):
                     if key in ("converge_s", "writes_per_object") else "–"
                 lines.append(f"| {label} | " + " | ".join(cells) + f" | {lim} |")
             lines.append("")
+        bl, bk = find(results, workload, n, "limit", "burst"), find(results, workload, n, "kopc", "burst")
+        if bl or bk:
+            lines.append(f"The burst: {n:,} teams each ask for an instance within 10 s (kopc: "
+                         f"`PUT /api/v1/teams/{{team}}/instances/bench` on its instance API; the "
+                         f"limit: the loader creates each Challenge and does the operator's writes "
+                         f"itself, paced alike). Latency: the request sent → Running seen by a "
+                         f"watch.\n")
+            lines.append("| | all done (s) | p50 (ms) | p99 (ms) | max (ms) | p99 × the limit's "
+                         "| writes per object |")
+            lines.append("|---|---:|---:|---:|---:|---:|---:|")
+            for label, r in (("the limit: loader alone", bl), ("kopc", bk)):
+                if not r:
+                    continue
+                if r.get("done") != n:
+                    lines.append(f"| {label} | FAILED ({r.get('done')}/{n}) |" + " |" * 5)
+                    continue
+                lat = r.get("latency_ms", {})
+                lines.append(f"| {label} | {with_spread(r, 'converge_s', 2)} | {fmt(lat.get('p50'), 0)} "
+                             f"| {fmt(lat.get('p99'), 0)} | {fmt(lat.get('max'), 0)} "
+                             f"| {ratio(lat.get('p99'), bl and bl.get('latency_ms', {}).get('p99'))} "
+                             f"| {fmt(r.get('writes_per_object'), 1)} |")
+            lines.append("")
         api = k and k.get("api")
         if api:
             lines.append(f"API read path (`GET /api/v1/teams/team-00001/instances/bench`, "
@@ -245,7 +267,42 @@ def plot(out, results):
     fig.tight_layout()
     fig.savefig(os.path.join(out, "bench.png"), dpi=90)
     plt.close(fig)
+    plot_scale(plt, out, results, colors)
     return None
+
+
+def plot_scale(plt, out, results, colors):
+    """bench-scale.png: the cost of one object against N, per workload: the
+    operator's CPU and the time until all done per object (medians). Flat
+    lines are linear growth."""
+    workloads = [w for w in ("flighttickets", "challenges")
+                 if len({r["n"] for r in results["runs"] if r["workload"] == w}) > 1]
+    if not workloads:
+        return
+    fig, axes = plt.subplots(len(workloads), 2, figsize=(12, 4 * len(workloads)), squeeze=False)
+    for row, workload in enumerate(workloads):
+        ns = sorted({r["n"] for r in results["runs"] if r["workload"] == workload})
+        for col, (key, label) in enumerate((("cpu_ms_per_object", "operator CPU per object (ms)"),
+                                            ("converge_s", "time until all done per object (ms)"))):
+            ax = axes[row][col]
+            for op in ORDER:
+                pts = []
+                for n in ns:
+                    r = find(results, workload, n, op, "limit" if op == "limit" else "warm")
+                    if r and r.get("done") == n and r.get(key) is not None:
+                        pts.append((n, r[key] * (1000 / n if key == "converge_s" else 1)))
+                if pts and (op != "limit" or key == "converge_s"):
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=op,
+                            color=colors[op])
+            ax.set_xscale("log")
+            ax.set_xlabel("N")
+            ax.set_ylabel(label)
+            ax.set_title(f"{workload}: {label} against N")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "bench-scale.png"), dpi=90)
+    plt.close(fig)
 
 
 def write(out, results, write_doc=False):
@@ -270,3 +327,6 @@ def write(out, results, write_doc=False):
     shutil.copy(os.path.join(out, "results.json"), os.path.join(ROOT, "docs", "benchmarks.json"))
     if os.path.exists(os.path.join(out, "bench.png")):
         shutil.copy(os.path.join(out, "bench.png"), os.path.join(ROOT, "docs", "benchmarks.png"))
+    if os.path.exists(os.path.join(out, "bench-scale.png")):
+        shutil.copy(os.path.join(out, "bench-scale.png"),
+                    os.path.join(ROOT, "docs", "benchmarks-scale.png"))

@@ -34,6 +34,7 @@
 
 #include <openssl/evp.h>
 
+#include "client_request_internal.h"
 #include "kop/events.h"
 #include "kop/log.h"
 #include "kop/meta.h"
@@ -564,7 +565,12 @@ kop_err kop_recorder_new(kop_client *c, const char *component, const char *insta
     pthread_cond_init(&rec->idle, &ca);
     pthread_condattr_destroy(&ca);
 
-    kop_client_opts o = {.timeout_ms = KOP_RECORDER_TIMEOUT_MS, .max_retries = -1};
+    /* Its requests are counted where the parent's are (rest_client_requests_total). */
+    const kop_client_opts *parent = kop__client_opts(c);
+    kop_client_opts o = {.timeout_ms = KOP_RECORDER_TIMEOUT_MS,
+                         .max_retries = -1,
+                         .on_response = parent->on_response,
+                         .on_response_user = parent->on_response_user};
     err = kop_client_new(kop_client_config(c), &o, &rec->client, NULL);
     if (!err)
         err = lru_init(&rec->agg, KOP_RECORDER_CACHE_MAX, NULL);

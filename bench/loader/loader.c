@@ -27,9 +27,18 @@
  *             the cold-start measurement).
  *   wait      create nothing; wait until the N objects are done. Times are
  *             taken from --t0-ms (the operator's start).
+ *   api       (challenges) each team asks the CTF operator's instance API
+ *             for its instance: PUT --api URL/api/v1/teams/team-<i>/
+ *             instances/<definition> with the bearer token of --api-token;
+ *             the operator creates the Challenge (the burst scenario).
+ *
+ * --spread-ms MS paces the creates (any mode): object i is sent MS * i / N
+ * milliseconds after the first, so N teams press Create within MS (the
+ * burst scenario: 1,000 within 10 s). Without it, as fast as possible.
  *
  * Objects are named <prefix>-00000 ... (ft- or chal-); challenge i is for
- * team team-<i>, so no per-team quota applies. "Done" is status.phase
+ * team team-<i>, so no per-team quota applies (the API names its
+ * Challenges itself: they are told apart by spec.team). "Done" is status.phase
  * Confirmed for a ticket, status.currentStatus Running for a Challenge.
  *
  * Output in --out: latency.csv (index, create sent, created, done; epoch
@@ -48,6 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
 #include <kop/kop.h>
 
 #include "instance.h"
@@ -74,7 +84,7 @@ static const kop_resource CHILD_KINDS[] = {
 #define FIELD_MANAGER "bench-loader"
 #define MAX_THREADS   64
 
-enum mode { MODE_OPERATOR, MODE_ALONE, MODE_CREATE, MODE_WAIT };
+enum mode { MODE_OPERATOR, MODE_ALONE, MODE_CREATE, MODE_WAIT, MODE_API };
 
 /* record: what happened to object i. Times are epoch milliseconds, 0: not yet. */
 struct record {
@@ -88,9 +98,12 @@ struct record {
 
 static struct {
     const char *kubeconfig, *workload, *ns, *out, *definition;
+    const char *api, *api_token; /* api mode: the instance API and its admin token */
     enum mode mode;
     int count, threads;
     double t0;
+    double spread_ms; /* > 0: object i is sent spread_ms * i / count after the first */
+    double first_ms;  /* when the first create was due (paced runs) */
     long timeout_s;
     bool tickets; /* else challenges */
     const char *prefix;
@@ -148,6 +161,19 @@ static int index_of(const char *name)
     return *end || i < 0 || i >= L.count ? -1 : (int)i;
 }
 
+/* index_of_obj: which object obj is (the API names Challenges itself: by spec.team). */
+static int index_of_obj(const json_t *obj)
+{
+    if (L.mode != MODE_API)
+        return index_of(kop_meta_name(obj));
+    const char *team = json_string_value(json_object_get(json_object_get(obj, "spec"), "team"));
+    char *end;
+    if (!team || strncmp(team, "team-", 5) != 0)
+        return -1;
+    long i = strtol(team + 5, &end, 10);
+    return *end || i < 0 || i >= L.count ? -1 : (int)i;
+}
+
 /* ---- the objects ---------------------------------------------------------- */
 
 static json_t *new_object(int i)
@@ -176,7 +202,7 @@ static bool is_done(const json_t *obj)
 
 static void mark_done(const json_t *obj)
 {
-    int i = index_of(kop_meta_name(obj));
+    int i = index_of_obj(obj);
     if (i < 0 || !is_done(obj))
         return;
     pthread_mutex_lock(&L.lock);
@@ -377,17 +403,62 @@ static void *deployments_watch(void *arg)
 
 /* ---- creators ----------------------------------------------------------- */
 
+/* pace waits until object i is due (--spread-ms). */
+static void pace(int i)
+{
+    if (L.spread_ms <= 0)
+        return;
+    double due = L.first_ms + L.spread_ms * i / L.count, left = due - now_ms();
+    if (left > 0)
+        usleep((useconds_t)(left * 1000));
+}
+
+/* api_put asks the instance API for team i's instance (api mode). */
+static kop_err api_put(CURL *h, int i, kop_status *st)
+{
+    char url[512], auth[256];
+    long code = 0;
+    snprintf(url, sizeof url, "%s/api/v1/teams/team-%05d/instances/%s", L.api, i, L.definition);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", L.api_token);
+    struct curl_slist *hdr = curl_slist_append(NULL, auth);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+    CURLcode rc = curl_easy_perform(h);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_slist_free_all(hdr);
+    if (rc == CURLE_OK && (code == 200 || code == 201))
+        return KOP_OK;
+    kop_status_setf(st, (int)code, NULL, "PUT %s: %s, HTTP %ld", url, curl_easy_strerror(rc), code);
+    return KOP_EIO;
+}
+
+/* discard swallows the API's answer. */
+static size_t discard(char *p, size_t size, size_t n, void *user)
+{
+    (void)p;
+    (void)user;
+    return size * n;
+}
+
 static void *creator(void *arg)
 {
     (void)arg;
     kop_client *c = new_client();
+    CURL *h = L.mode == MODE_API ? curl_easy_init() : NULL;
+    if (h)
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
     int i;
     while ((i = atomic_fetch_add(&L.next, 1)) < L.count) {
         kop_status st;
         json_t *obj = new_object(i), *stored = NULL;
+        pace(i);
         L.rec[i].sent = now_ms();
-        kop_err err = kop_create(c, L.tickets ? &TICKETS : &CHALLENGES, L.ns, obj, NULL,
-                                 L.mode == MODE_ALONE ? &stored : NULL, &st);
+        kop_err err = L.mode == MODE_API
+                          ? api_put(h, i, &st)
+                          : kop_create(c, L.tickets ? &TICKETS : &CHALLENGES, L.ns, obj, NULL,
+                                       L.mode == MODE_ALONE ? &stored : NULL, &st);
         L.rec[i].created = now_ms();
         if (!err && L.mode == MODE_ALONE)
             err = L.tickets ? ticket_writes(c, stored, &st) : challenge_writes(c, i, stored, &st);
@@ -398,6 +469,8 @@ static void *creator(void *arg)
         json_decref(stored);
         json_decref(obj);
     }
+    if (h)
+        curl_easy_cleanup(h);
     kop_client_free(c);
     return NULL;
 }
@@ -524,15 +597,17 @@ static void write_output(double t_start, double t_end)
             " \"create_s\": %.3f, \"converge_s\": %.3f,\n"
             " \"latency_ms\": {\"n\": %d, \"p50\": %.1f, \"p90\": %.1f, \"p99\": %.1f, "
             "\"max\": %.1f}}\n",
-            L.workload, L.mode == MODE_OPERATOR ? "operator"
-                        : L.mode == MODE_ALONE  ? "alone"
-                        : L.mode == MODE_CREATE ? "create"
-                                                : "wait",
-            L.count, L.threads, ndone, atomic_load(&L.nerrors), atomic_load(&L.nwrites), t_start, first, last_created,
-            last_done, t_end, first && last_created ? (last_created - first) / 1e3 : 0,
+            L.workload,
+            L.mode == MODE_OPERATOR ? "operator"
+            : L.mode == MODE_ALONE  ? "alone"
+            : L.mode == MODE_CREATE ? "create"
+            : L.mode == MODE_API    ? "api"
+                                    : "wait",
+            L.count, L.threads, ndone, atomic_load(&L.nerrors), atomic_load(&L.nwrites), t_start,
+            first, last_created, last_done, t_end,
+            first && last_created ? (last_created - first) / 1e3 : 0,
             from && last_done ? (last_done - from) / 1e3 : 0, nlat, percentile(lat, nlat, 50),
-            percentile(lat, nlat, 90), percentile(lat, nlat, 99),
-            nlat ? lat[nlat - 1] : 0);
+            percentile(lat, nlat, 90), percentile(lat, nlat, 99), nlat ? lat[nlat - 1] : 0);
     fclose(f);
     free(lat);
 }
@@ -543,7 +618,8 @@ static void usage(void)
 {
     fprintf(stderr, "usage: bench-loader --kubeconfig PATH --workload flighttickets|challenges "
                     "--count N --namespace NS --out DIR [--mode operator|alone|create|wait] "
-                    "[--threads T] [--definition NAME] [--t0-ms MS] [--timeout S]\n");
+                    "[--threads T] [--definition NAME] [--t0-ms MS] [--timeout S] "
+                    "[--spread-ms MS] [--mode api --api URL --api-token TOKEN]\n");
     exit(2);
 }
 
@@ -575,6 +651,12 @@ static void parse_args(int argc, char **argv)
             L.t0 = strtod(v, NULL);
         else if (!strcmp(f, "--timeout"))
             L.timeout_s = atol(v);
+        else if (!strcmp(f, "--spread-ms"))
+            L.spread_ms = strtod(v, NULL);
+        else if (!strcmp(f, "--api"))
+            L.api = v;
+        else if (!strcmp(f, "--api-token"))
+            L.api_token = v;
         else
             usage();
     }
@@ -593,6 +675,8 @@ static void parse_args(int argc, char **argv)
         L.mode = MODE_CREATE;
     else if (!strcmp(mode, "wait"))
         L.mode = MODE_WAIT;
+    else if (!strcmp(mode, "api") && !L.tickets && L.api && L.api_token)
+        L.mode = MODE_API;
     else
         usage();
 }
@@ -641,6 +725,9 @@ int main(int argc, char **argv)
                 die("thread", KOP_ENOMEM, NULL);
     }
     int nthreads = L.mode == MODE_WAIT ? 0 : L.threads;
+    if (L.mode == MODE_API && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        die("curl", KOP_ENOMEM, NULL);
+    L.first_ms = now_ms() + 100; /* every thread started before the first is due */
     for (int i = 0; i < nthreads; i++)
         if (pthread_create(&threads[i], NULL, creator, NULL))
             die("thread", KOP_ENOMEM, NULL);
