@@ -638,7 +638,7 @@ def measure(args, results, workload, n, trial, name, phase, fn, label=None):
         log(f"  FAILED: {e}")
         s = {"done": 0, "error": str(e)}
     run = {"workload": workload, "n": n, "operator": name, "phase": phase, "trial": trial,
-           "load_before": load, "noisy": not quiet, **s}
+           "commit": results["versions"]["kopc"], "load_before": load, "noisy": not quiet, **s}
     if label:
         run["label"] = label
     record(results, run, args.out)
@@ -705,6 +705,8 @@ def main():
             old = json.load(f)
         results["runs"], results["started"] = old["runs"], old["started"]
         results["load_before"] = old["load_before"]
+        for r in results["runs"]:  # measured at the commit that run recorded
+            r.setdefault("commit", old["versions"]["kopc"])
     ops = operators()
     op_names = {"limit", "kopc", "controller-runtime", "kopf"}
     only_ops = {x for x in only if x in op_names}
@@ -718,9 +720,10 @@ def main():
             # spell of the machine lands on every operator alike.
             for trial in range(1, args.trials + 1):
                 tdir = os.path.join(args.out, tag, f"trial-{trial}")
-                if not only_ops or "limit" in only_ops:
+                if (not only_ops or "limit" in only_ops) and {"warm", "cold"} & set(phases):
                     measure(args, results, workload, n, trial, "limit", "limit",
                             lambda: measure_limit(args, workload, n, os.path.join(tdir, "limit")))
+                if not only_ops or "limit" in only_ops:
                     if workload == "challenges" and "burst" in phases:
                         measure(args, results, workload, n, trial, "limit", "burst",
                                 lambda: measure_limit(args, workload, n,

@@ -101,6 +101,12 @@ def table(results):
                  f"the spread. Writes per object: POST, PUT, PATCH and DELETE requests of the "
                  f"operator (its rest_client_requests_total), or of the loader doing the "
                  f"operator's work for the limit, divided by N; Events included.\n")
+    by_phase = {}
+    for r in results["runs"]:
+        by_phase.setdefault(r.get("commit", v["kopc"]), set()).add(r["phase"])
+    if len(by_phase) > 1:
+        lines.append("Measured at more than one commit: " + "; ".join(
+            f"{', '.join(sorted(ph))} at {c}" for c, ph in sorted(by_phase.items())) + ".\n")
     lines.append("| | version |\n|---|---|")
     for k, val in v.items():
         lines.append(f"| {k} | {val} |")

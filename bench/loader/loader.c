@@ -403,14 +403,20 @@ static void *deployments_watch(void *arg)
 
 /* ---- creators ----------------------------------------------------------- */
 
-/* pace waits until object i is due (--spread-ms). */
-static void pace(int i)
+/*
+ * pace waits until object i is due (--spread-ms) and returns when it was
+ * due: the moment its team pressed Create. Latency counts from then, so a
+ * sender that falls behind the schedule (the loader alone, doing the
+ * operator's writes between its creates) is not flattered by sending late.
+ */
+static double pace(int i)
 {
     if (L.spread_ms <= 0)
-        return;
+        return now_ms();
     double due = L.first_ms + L.spread_ms * i / L.count, left = due - now_ms();
     if (left > 0)
         usleep((useconds_t)(left * 1000));
+    return due;
 }
 
 /* api_put asks the instance API for team i's instance (api mode). */
@@ -453,8 +459,7 @@ static void *creator(void *arg)
     while ((i = atomic_fetch_add(&L.next, 1)) < L.count) {
         kop_status st;
         json_t *obj = new_object(i), *stored = NULL;
-        pace(i);
-        L.rec[i].sent = now_ms();
+        L.rec[i].sent = pace(i);
         kop_err err = L.mode == MODE_API
                           ? api_put(h, i, &st)
                           : kop_create(c, L.tickets ? &TICKETS : &CHALLENGES, L.ns, obj, NULL,

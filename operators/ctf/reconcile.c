@@ -121,7 +121,8 @@ static const kop_resource *resource_of(const json_t *obj)
  * (kop_meta_finalizers_patch): a concurrent change of the finalizers makes
  * it fail (and the reconcile retry), while our own status writes do not.
  */
-static kop_err update_finalizers(ctf_operator *op, json_t *chal, bool add, kop_status *st)
+static kop_err update_finalizers(ctf_operator *op, json_t *chal, bool add, json_t **stored,
+                                 kop_status *st)
 {
     json_t *now = json_deep_copy(chal), *patch = NULL;
     kop_err err = now ? KOP_OK : KOP_ENOMEM;
@@ -140,17 +141,32 @@ static kop_err update_finalizers(ctf_operator *op, json_t *chal, bool add, kop_s
                                                          kop_meta_name(chal)},
                                               .type = KOP_PATCH_JSON,
                                               .patch = patch},
-                             NULL, st);
+                             stored, st);
     json_decref(patch);
     json_decref(now);
     return err;
 }
 
-static kop_err ensure_finalizer(ctf_operator *op, json_t *chal, kop_status *st)
+/*
+ * ensure_finalizer adds our finalizer if *chal lacks it, and then makes
+ * *chal what the server stored: the rest of the pass (its status write is
+ * guarded by the resourceVersion) sees the version its own write made,
+ * as controller-runtime's Patch updates its object in place, instead of
+ * the cache's older one, which would meet a conflict and wait a second.
+ */
+static kop_err ensure_finalizer(ctf_operator *op, json_t **chal, kop_status *st)
 {
-    if (kop_meta_has_finalizer(chal, CTF_FINALIZER))
+    json_t *stored = NULL;
+    if (kop_meta_has_finalizer(*chal, CTF_FINALIZER))
         return KOP_OK;
-    return update_finalizers(op, chal, true, st);
+    kop_err err = update_finalizers(op, *chal, true, &stored, st);
+    if (!err && stored) {
+        json_decref(*chal);
+        *chal = stored;
+    } else {
+        json_decref(stored);
+    }
+    return err;
 }
 
 /*
@@ -250,7 +266,7 @@ static kop_result finalize(ctf_operator *op, const kop_reconcile *req, json_t *c
     snprintf(o.message, sizeof o.message, "instance removed");
     if ((err = ctf_write_status(op, req, chal, &o, ns, 0)) != KOP_OK)
         return retry_after_write(err);
-    err = update_finalizers(op, chal, false, &st);
+    err = update_finalizers(op, chal, false, NULL, &st);
     if (err && err != KOP_ENOTFOUND)
         return KOP_RETRY;
     /* The slot went when the deletion began (admission.c); tell the waiting. */
@@ -441,7 +457,7 @@ kop_result ctf_reconcile(const kop_reconcile *req, void *user)
         res = finalize(op, req, chal);
         goto out;
     }
-    if (ensure_finalizer(op, chal, &st) != KOP_OK) {
+    if (ensure_finalizer(op, &chal, &st) != KOP_OK) {
         res = KOP_RETRY;
         goto out;
     }
