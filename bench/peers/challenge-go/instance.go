@@ -268,6 +268,10 @@ func children(def *ChallengeDefinition, chal *Challenge, ns, flag string) ([]run
 				WithTemplate(corev1ac.PodTemplateSpec().WithLabels(instanceLabels(chal, p.Name)).
 					WithSpec(podAC))))
 	}
+	exposed := map[string]bool{}
+	for _, e := range def.Spec.Expose {
+		exposed[e.Name] = true
+	}
 	for _, e := range def.Spec.Expose {
 		portName := e.Name
 		if len(portName) > 15 {
@@ -278,6 +282,37 @@ func children(def *ChallengeDefinition, chal *Challenge, ns, flag string) ([]run
 				WithSelector(map[string]string{labelPod: e.Pod}).
 				WithPorts(corev1ac.ServicePort().WithName(portName).WithProtocol(corev1.ProtocolTCP).
 					WithPort(e.Port).WithTargetPort(intstr.FromInt32(e.Port)))))
+	}
+	// Each pod's ClusterIP Service (its declared ports), so the pods of an
+	// instance reach each other by name, unless an exposure has its name: as
+	// instance.c's pod_service_object.
+	for _, p := range def.Spec.Pods {
+		if exposed[p.Name] {
+			continue
+		}
+		var ports []*corev1ac.ServicePortApplyConfiguration
+		seen := map[string]bool{}
+		for _, c := range p.Template.Containers {
+			for _, cp := range c.Ports {
+				proto := cp.Protocol
+				if proto == "" {
+					proto = corev1.ProtocolTCP
+				}
+				key := fmt.Sprintf("%s-%d", strings.ToLower(string(proto)), cp.ContainerPort)
+				if seen[key] || cp.ContainerPort <= 0 || cp.ContainerPort > 65535 {
+					continue
+				}
+				seen[key] = true
+				ports = append(ports, corev1ac.ServicePort().WithName(key).WithProtocol(proto).
+					WithPort(cp.ContainerPort).WithTargetPort(intstr.FromInt32(cp.ContainerPort)))
+			}
+		}
+		if len(ports) == 0 {
+			continue
+		}
+		out = append(out, corev1ac.Service(p.Name, ns).WithLabels(labels).WithSpec(
+			corev1ac.ServiceSpec().WithType(corev1.ServiceTypeClusterIP).
+				WithSelector(map[string]string{labelPod: p.Name}).WithPorts(ports...)))
 	}
 	return out, nil
 }

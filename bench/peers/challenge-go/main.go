@@ -4,7 +4,8 @@
 // (operators/ctf/reconcile.c): finalizer; definition from the cache;
 // lifetime and expiry; admission against the per-team and total quotas;
 // every child of the instance server-side applied (namespace, flag Secret,
-// ResourceQuota, LimitRange, NetworkPolicies, Deployment, Service) when it
+// ResourceQuota, LimitRange, NetworkPolicies, Deployment, the exposed
+// Service and each pod's ClusterIP Service) when it
 // changed since the last apply (applied.go decides as applied.c); then
 // Running once the Deployment is available and the Service has its
 // nodePort, Pending until then; status written only when it changes, an
