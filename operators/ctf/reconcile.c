@@ -62,10 +62,11 @@ const kop_resource CTF_ENDPOINTSLICES = {"discovery.k8s.io", "v1", "endpointslic
 /*
  * A write met a newer version than cached: look again once the cache has
  * it. Most often the newer version is our own status write of the pass
- * before (status-only events do not wake the controller), which a local
- * cache shows within milliseconds: a second here was the p99 of the burst.
+ * before (status-only events do not wake the controller). 250 ms was tried:
+ * under a burst the cache lags longer, and it cost half a conflicting
+ * PATCH per instance without shortening the burst's tail.
  */
-#define STALE_RECHECK_MS 250
+#define STALE_RECHECK_MS 1000
 
 /* retry_after_write: a write that met a newer version waits for the cache; others back off. */
 static kop_result retry_after_write(kop_err err)
