@@ -219,6 +219,38 @@ def wait_served(c, resource):
 
 # ---- operators -------------------------------------------------------------------
 
+def reconciles_of(text):
+    """controller_runtime_reconcile_total of a /metrics text, summed; None without one."""
+    if text is None:
+        return None
+    return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("controller_runtime_reconcile_total{")))
+
+
+def requests_of(text):
+    """Requests to the apiserver by method from a /metrics text's
+    rest_client_requests_total (client-go's metric, which libkop exports
+    too); None when it has none (kopf)."""
+    by = {}
+    for line in (text or "").splitlines():
+        if line.startswith("rest_client_requests_total{"):
+            m = re.search(r'method="([A-Z]+)"', line)
+            if m:
+                by[m.group(1)] = by.get(m.group(1), 0) + float(line.rsplit(" ", 1)[1])
+    return by or None
+
+
+def start_measured(op, c, out, n):
+    """start_measured starts op on cluster c with a sampler, waits until it is
+    ready and start-up work settled; returns (pid, sampler, ready time)."""
+    pid = op.start(c, os.path.join(out, "operator.log"), n)
+    sampler = Sampler(os.path.join(out, "samples.csv"), pid, c.pid, op.t_start)
+    sampler.start()
+    t_ready = op.wait_ready()
+    time.sleep(2)  # let start-up work settle before the load
+    return pid, sampler, t_ready
+
+
 class Operator:
     """How to start one operator and see that it is ready."""
 
@@ -257,9 +289,9 @@ class Operator:
             time.sleep(0.1)
         raise RuntimeError(f"{self.name} not ready after {timeout}s")
 
-    def reconciles(self, save=None):
-        """controller_runtime_reconcile_total summed over results, or None;
-        the whole /metrics text goes to the file save."""
+    def metrics(self, save=None):
+        """The operator's /metrics text (None without one: kopf), also
+        written to the file save."""
         if not self.metrics_path:
             return None
         try:
@@ -271,29 +303,16 @@ class Operator:
         if save:
             with open(save, "w") as f:
                 f.write(text)
-        total = 0.0
-        for line in text.splitlines():
-            if line.startswith("controller_runtime_reconcile_total{"):
-                total += float(line.rsplit(" ", 1)[1])
-        return int(total)
+        return text
+
+    def reconciles(self, save=None):
+        """controller_runtime_reconcile_total summed over results, or None;
+        the whole /metrics text goes to the file save."""
+        return reconciles_of(self.metrics(save))
 
     def requests(self):
-        """The operator's requests to the apiserver by method, from its client's
-        rest_client_requests_total (client-go's metric, which libkop exports
-        too), or None when it has no such metric (kopf)."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.mport}{self.metrics_path}",
-                                        timeout=5) as r:
-                text = r.read().decode()
-        except (OSError, TypeError):
-            return None
-        by = {}
-        for line in text.splitlines():
-            if line.startswith("rest_client_requests_total{"):
-                m = re.search(r'method="([A-Z]+)"', line)
-                if m:
-                    by[m.group(1)] = by.get(m.group(1), 0) + float(line.rsplit(" ", 1)[1])
-        return by or None
+        """The operator's requests to the apiserver by method (requests_of)."""
+        return requests_of(self.metrics())
 
     def stop(self):
         if self.proc.poll() is None:
@@ -396,19 +415,15 @@ def measure_warm(args, op, workload, n, out):
     os.makedirs(out, exist_ok=True)
     c = fresh_cluster(args, workload, n, "warm")
     try:
-        pid = op.start(c, os.path.join(out, "operator.log"), n)
-        sampler = Sampler(os.path.join(out, "samples.csv"), pid, c.pid, op.t_start)
-        sampler.start()
-        t_ready = op.wait_ready()
-        time.sleep(2)  # let start-up work settle before the load
+        pid, sampler, t_ready = start_measured(op, c, out, n)
         cpu0, dc0 = proc_cpu(pid), proc_cpu(c.pid)
         s = loader(c, workload, n, "operator", out, args.threads)
         cpu1, dc1 = proc_cpu(pid), proc_cpu(c.pid)
         t_done = time.time()
         time.sleep(args.settle)  # idle: the steady state
         t_end = time.time()
-        reconciles = op.reconciles(os.path.join(out, "metrics.txt"))
-        by_method = op.requests() if op.metrics_path else None
+        text = op.metrics(os.path.join(out, "metrics.txt"))
+        reconciles, by_method = reconciles_of(text), requests_of(text)
         pss = proc_pss_kib(pid)
         mem = proc_status(pid)
         hwm = mem.get("VmHWM")
@@ -449,17 +464,14 @@ def measure_burst(args, op, workload, n, out):
     os.makedirs(out, exist_ok=True)
     c = fresh_cluster(args, workload, n, "burst")
     try:
-        pid = op.start(c, os.path.join(out, "operator.log"), n)
-        sampler = Sampler(os.path.join(out, "samples.csv"), pid, c.pid, op.t_start)
-        sampler.start()
-        op.wait_ready()
-        time.sleep(2)  # let start-up work settle before the load
+        pid, sampler, _ = start_measured(op, c, out, n)
         cpu0 = proc_cpu(pid)
         s = loader(c, workload, n, "api", out, args.threads,
                    extra=("--spread-ms", str(BURST_MS), "--api", f"http://127.0.0.1:{op.api_port}",
                           "--api-token", ADMIN_TOKEN))
         s["cpu_s"] = proc_cpu(pid) - cpu0
-        s["writes_per_object"] = writes_of(op.requests()) / n if op.requests() else None
+        by_method = op.requests()
+        s["writes_per_object"] = writes_of(by_method) / n if by_method else None
         op.stop()
         sampler.stop()
         s["operator_exit"] = op.proc.returncode
