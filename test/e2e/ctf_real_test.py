@@ -168,6 +168,14 @@ def copy_definition(src, dst, fn):
     o.pop("status", None)
     fn(o["spec"])
     kubectl("apply", "-f", "-", input=json.dumps(o))
+    wait(30, f"the API to list the definition {dst}", lambda: listed(dst))
+
+
+def listed(name):
+    """The definition is in the operator's cache: kubectl apply returns
+    when the apiserver has it, a watch event later the API knows it."""
+    code, body = api("GET", "/api/v1/challenges")
+    return code == 200 and any(c["name"] == name for c in body["challenges"])
 
 
 def secret_bytes_everywhere():
