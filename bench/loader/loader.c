@@ -21,8 +21,10 @@
  *                 ConfigMap (owned by it), merge-patch its status;
  *               challenges: create the Challenge, server-side apply every
  *                 child the CTF operator would (ctf_build_children), and
- *                 once the Deployment is available (seen by a watch) patch
- *                 the status Running with its endpoint.
+ *                 once the Deployment is available and the exposed
+ *                 Service has a ready endpoint (both seen by watches, the
+ *                 operator's own condition) patch the status Running with
+ *                 its endpoint.
  *   create    create N objects and exit (objects waiting for an operator:
  *             the cold-start measurement).
  *   wait      create nothing; wait until the N objects are done. Times are
@@ -68,6 +70,8 @@ static const kop_resource DEFINITIONS = {"ctf.kopc.io", "v1alpha1", "challengede
                                          "ChallengeDefinition", true};
 static const kop_resource CONFIGMAPS = {"", "v1", "configmaps", "ConfigMap", true};
 static const kop_resource DEPLOYMENTS = {"apps", "v1", "deployments", "Deployment", true};
+static const kop_resource SLICES = {"discovery.k8s.io", "v1", "endpointslices", "EndpointSlice",
+                                    true};
 
 /* The kinds ctf_build_children makes, for the alone mode. */
 static const kop_resource CHILD_KINDS[] = {
@@ -93,6 +97,7 @@ struct record {
     char *endpoint;   /* challenges, alone: host:nodePort once its Service exists */
     bool children;    /* challenges, alone: every child applied */
     bool available;   /* challenges, alone: its Deployment is available */
+    bool serving;     /* challenges, alone: its exposed Service has a ready endpoint */
     bool claimed;     /* challenges, alone: the status patch is queued */
 };
 
@@ -118,7 +123,8 @@ static struct {
     int *queue; /* challenges, alone: indices whose status is to be patched */
     int qhead, qtail;
     bool stop;
-    json_t *def; /* challenges, alone: the definition */
+    json_t *def;         /* challenges, alone: the definition */
+    const char *exposed; /* challenges, alone: its exposed Service (the first), in def */
     char *flag;
 } L = {.threads = 8, .timeout_s = 1800, .lock = PTHREAD_MUTEX_INITIALIZER,
        .cond = PTHREAD_COND_INITIALIZER};
@@ -265,7 +271,7 @@ static const kop_resource *kind_resource(const json_t *obj)
 static void queue_status_locked(int i)
 {
     struct record *r = &L.rec[i];
-    if (r->claimed || !r->children || !r->available)
+    if (r->claimed || !r->children || !r->available || !r->serving)
         return;
     r->claimed = true;
     L.queue[L.qtail++] = i;
@@ -357,10 +363,62 @@ static void *patcher(void *arg)
     return NULL;
 }
 
-/* deployments_watch notices available Deployments of challenges (alone mode). */
-static void *deployments_watch(void *arg)
+/* mark sets one of challenge i's readiness flags and queues its status once all are set. */
+static void mark(int i, bool *flag)
 {
-    kop_client *c = arg;
+    pthread_mutex_lock(&L.lock);
+    *flag = true;
+    queue_status_locked(i);
+    pthread_mutex_unlock(&L.lock);
+}
+
+/* deployment_event: a Deployment of a challenge is available (alone mode). */
+static void deployment_event(const json_t *d)
+{
+    json_int_t want = json_integer_value(json_object_get(json_object_get(d, "spec"), "replicas"));
+    json_int_t avail =
+        json_integer_value(json_object_get(json_object_get(d, "status"), "availableReplicas"));
+    int i = index_of(kop_meta_label(d, CTF_LABEL_CHALLENGE));
+    if (i >= 0 && avail >= want && want > 0)
+        mark(i, &L.rec[i].available);
+}
+
+/*
+ * slice_event: the exposed Service of a challenge has a ready endpoint
+ * (alone mode), the condition ctf-operator waits for before Running (its
+ * observe.c), so the limit does the same waiting. The EndpointSlice
+ * controller copies the Service's labels onto its slices.
+ */
+static void slice_event(const json_t *s)
+{
+    const char *svc = kop_meta_label(s, "kubernetes.io/service-name");
+    int i = index_of(kop_meta_label(s, CTF_LABEL_CHALLENGE));
+    const json_t *ep;
+    size_t k;
+    if (i < 0 || !svc || !L.exposed || strcmp(svc, L.exposed) != 0)
+        return;
+    json_array_foreach(json_object_get(s, "endpoints"), k, ep)
+    {
+        const json_t *ready = json_object_get(json_object_get(ep, "conditions"), "ready");
+        if (!ready || json_is_true(ready)) { /* absent means ready (discovery.k8s.io/v1) */
+            mark(i, &L.rec[i].serving);
+            return;
+        }
+    }
+}
+
+/* child_watch: a watch of the challenges' children of one kind (alone mode). */
+struct child_watch {
+    const kop_resource *res;
+    void (*on_event)(const json_t *obj); /* called for every object added or modified */
+    pthread_t thread;
+};
+
+/* child_watch_run watches its kind across namespaces until the loader stops. */
+static void *child_watch_run(void *arg)
+{
+    struct child_watch *cw = arg;
+    kop_client *c = new_client();
     kop_watch *w = NULL;
     kop_watch_event ev;
     kop_status st;
@@ -369,35 +427,27 @@ static void *deployments_watch(void *arg)
         kop_watch_opts wo = {.resource_version = rv,
                              .label_selector = CTF_LABEL_MANAGED_BY "=" CTF_MANAGED_BY,
                              .timeout_seconds = 3600};
-        if (kop_watch_open(c, &DEPLOYMENTS, NULL, &wo, &w, &st) != KOP_OK) {
+        if (kop_watch_open(c, cw->res, NULL, &wo, &w, &st) != KOP_OK) {
             struct timespec ts = {0, 200000000};
             nanosleep(&ts, NULL);
             continue;
         }
         while (kop_watch_next(w, &ev, &st) == KOP_OK) {
-            const json_t *d = ev.object;
             const char *v = json_string_value(
-                json_object_get(json_object_get(d, "metadata"), "resourceVersion"));
+                json_object_get(json_object_get(ev.object, "metadata"), "resourceVersion"));
             if (v) {
                 free(rv);
                 rv = strdup(v);
             }
-            json_int_t want = json_integer_value(json_object_get(json_object_get(d, "spec"), "replicas"));
-            json_int_t avail = json_integer_value(
-                json_object_get(json_object_get(d, "status"), "availableReplicas"));
-            int i = index_of(kop_meta_label(d, CTF_LABEL_CHALLENGE));
-            if (i >= 0 && ev.type != KOP_WATCH_DELETED && avail >= want && want > 0) {
-                pthread_mutex_lock(&L.lock);
-                L.rec[i].available = true;
-                queue_status_locked(i);
-                pthread_mutex_unlock(&L.lock);
-            }
+            if (ev.type != KOP_WATCH_DELETED)
+                cw->on_event(ev.object);
             kop_watch_event_fini(&ev);
         }
         kop_watch_free(w);
         w = NULL;
     }
     free(rv);
+    kop_client_free(c);
     return NULL;
 }
 
@@ -700,6 +750,10 @@ static void prepare_challenges(kop_client *c)
     err = ctf_flag(L.def, L.definition, "team-00000", NULL, 0, &L.flag, &st);
     if (err)
         die("flag", err, &st);
+    L.exposed = json_string_value(json_object_get(
+        json_array_get(json_object_get(json_object_get(L.def, "spec"), "expose"), 0), "name"));
+    if (!L.exposed)
+        die("definition (the alone mode needs an exposed Service)", KOP_EINVAL, NULL);
 }
 
 int main(int argc, char **argv)
@@ -712,7 +766,9 @@ int main(int argc, char **argv)
 
     double t_start = now_ms();
     struct watcher w = {.c = new_client()};
-    pthread_t threads[MAX_THREADS], dwatch, patchers[2];
+    pthread_t threads[MAX_THREADS], patchers[2];
+    struct child_watch children[] = {{.res = &DEPLOYMENTS, .on_event = deployment_event},
+                                     {.res = &SLICES, .on_event = slice_event}};
     bool waits = L.mode != MODE_CREATE;
     bool alone_chal = L.mode == MODE_ALONE && !L.tickets;
 
@@ -723,8 +779,9 @@ int main(int argc, char **argv)
     }
     if (alone_chal) {
         prepare_challenges(w.c);
-        if (pthread_create(&dwatch, NULL, deployments_watch, new_client()))
-            die("thread", KOP_ENOMEM, NULL);
+        for (size_t i = 0; i < sizeof children / sizeof *children; i++)
+            if (pthread_create(&children[i].thread, NULL, child_watch_run, &children[i]))
+                die("thread", KOP_ENOMEM, NULL);
         for (int i = 0; i < 2; i++)
             if (pthread_create(&patchers[i], NULL, patcher, NULL))
                 die("thread", KOP_ENOMEM, NULL);

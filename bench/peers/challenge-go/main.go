@@ -7,11 +7,11 @@
 // ResourceQuota, LimitRange, NetworkPolicies, Deployment, the exposed
 // Service and each pod's ClusterIP Service) when it
 // changed since the last apply (applied.go decides as applied.c); then
-// Running once the Deployment is available and the Service has its
-// nodePort, Pending until then; status written only when it changes, an
+// Running once the Deployment is available, the Service has its nodePort
+// and a ready endpoint (an EndpointSlice, as observe.c asks), Pending until then; status written only when it changes, an
 // Event on each transition. The same watches: Challenges (generation
-// changes), definitions, and the instances' namespaces, Deployments, Pods
-// and Services selected by the managed-by label (cached with that label
+// changes), definitions, and the instances' namespaces, Deployments, Pods,
+// Services and EndpointSlices selected by the managed-by label (cached with that label
 // selector only, as kopc's informers are), mapped back by labels. The same
 // concurrency: 4 workers, ctf-operator's max_concurrent.
 //
@@ -32,6 +32,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -332,7 +333,7 @@ func (r *Reconciler) observe(ctx context.Context, def *ChallengeDefinition, chal
 		}
 		o.endpoints = append(o.endpoints, Endpoint{Name: e.Name, Type: typ, Address: addr})
 	}
-	if complete && r.deploymentsAvailable(ctx, def, ns) {
+	if complete && r.deploymentsAvailable(ctx, def, ns) && r.servicesReady(ctx, def, ns) {
 		o.phase, o.message = "Running", "instance running"
 		return
 	}
@@ -360,6 +361,32 @@ func (r *Reconciler) deploymentsAvailable(ctx context.Context, def *ChallengeDef
 		}
 		if d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas < want ||
 			d.Status.UpdatedReplicas < want {
+			return false
+		}
+	}
+	return true
+}
+
+// servicesReady: every exposed Service has a ready endpoint in its EndpointSlices
+// (the slices carry the Service's labels, so the managed-by cache holds them).
+func (r *Reconciler) servicesReady(ctx context.Context, def *ChallengeDefinition, ns string) bool {
+	var slices discoveryv1.EndpointSliceList
+	if r.List(ctx, &slices, client.InNamespace(ns)) != nil {
+		return false
+	}
+	for _, e := range def.Spec.Expose {
+		ready := false
+		for _, s := range slices.Items {
+			if s.Labels[discoveryv1.LabelServiceName] != e.Name {
+				continue
+			}
+			for _, ep := range s.Endpoints {
+				if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+					ready = true
+				}
+			}
+		}
+		if !ready {
 			return false
 		}
 	}
@@ -538,10 +565,11 @@ func main() {
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Namespace{}:  {Label: managed},
-			&appsv1.Deployment{}: {Label: managed},
-			&corev1.Pod{}:        {Label: managed},
-			&corev1.Service{}:    {Label: managed},
+			&corev1.Namespace{}:          {Label: managed},
+			&appsv1.Deployment{}:         {Label: managed},
+			&corev1.Pod{}:                {Label: managed},
+			&corev1.Service{}:            {Label: managed},
+			&discoveryv1.EndpointSlice{}: {Label: managed},
 		}},
 	})
 	if err != nil {
@@ -576,6 +604,7 @@ func main() {
 		Watches(&appsv1.Deployment{}, mapLabels).
 		Watches(&corev1.Pod{}, mapLabels).
 		Watches(&corev1.Service{}, mapLabels).
+		Watches(&discoveryv1.EndpointSlice{}, mapLabels).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 	if err != nil {
