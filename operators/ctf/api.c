@@ -261,6 +261,7 @@ kop_err ctf_api_new(ctf_operator *op, const ctf_api_opts *opts, ctf_api **out, k
     if (api->opts.max_streams <= 0)
         api->opts.max_streams = 2048;
     pthread_mutex_init(&api->lock, NULL);
+    pthread_rwlock_init(&api->tokens_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -272,8 +273,16 @@ kop_err ctf_api_new(ctf_operator *op, const ctf_api_opts *opts, ctf_api **out, k
         err = kop_manager_informer(op->mgr, &CTF_SECRETS, opts->system_namespace, NULL,
                                    &api->secrets);
     kop_informer_handler h = ctf_api_hub_handler(api), th = ctf_api_token_handler(api);
+    kop_informer_handler vc = ctf_api_views_challenge_handler(api),
+                         vd = ctf_api_views_definition_handler(api);
+    if (!err)
+        err = ctf_api_views_new(&api->views);
     if (!err)
         err = kop_informer_add_handler(op->challenges, &h);
+    if (!err)
+        err = kop_informer_add_handler(op->challenges, &vc);
+    if (!err)
+        err = kop_informer_add_handler(op->definitions, &vd);
     if (!err)
         err = kop_informer_add_handler(api->secrets, &th);
     if (!err)
@@ -342,6 +351,9 @@ void ctf_api_free(ctf_api *api)
         MHD_stop_daemon(api->http);
     pthread_cond_destroy(&api->changed);
     pthread_mutex_destroy(&api->lock);
+    ctf_token_table_free(api->tokens);
+    pthread_rwlock_destroy(&api->tokens_lock);
+    ctf_api_views_free(api->views);
     free(api->buckets);
     free(api);
 }

@@ -1,10 +1,15 @@
 /*
  * api_auth.c - who is asking, and how fast a team may write.
  *
- * Tokens are read from the Secret cache per request (so a rotated token
- * takes effect at the next request), compared in constant time (every
- * team's key is compared, whichever matches, so the time taken does not
- * tell which one did) and cleansed after. No token is ever logged.
+ * Tokens come from the token Secrets through a table of their SHA-256
+ * digests (ctf_token_table, api_core.c) made once per change of those
+ * Secrets, not per request: their handler bumps api->token_gen after the
+ * cache has the change, and the first request that sees a newer
+ * generation rebuilds the table, so a rotated token takes effect at the
+ * next request, as before. A request hashes the token it presents once and
+ * compares the digest with the admin's and every team's in constant time
+ * (whichever matches, so the time taken does not tell which one did). No
+ * token is ever logged.
  *
  * The write budget is a token bucket per team (ctf_bucket, api_core.c),
  * kept in a table of MAX_BUCKETS under api->lock; full buckets are
@@ -18,58 +23,55 @@
 
 #include "api_internal.h"
 
-/* secret_matches tells whether data[key] of secret equals token (constant time). */
-static bool secret_matches(const json_t *secret, const char *key, const char *token)
+/* rebuild makes the table from the token Secrets in the cache, as of generation gen. */
+static void rebuild(ctf_api *api, uint64_t gen)
 {
-    unsigned char *want = NULL;
-    size_t len = 0;
-    bool same = false;
-    if (ctf_secret_value(secret, key, &want, &len) == KOP_OK)
-        same = ctf_api_token_equal(token, want, len);
-    else
-        (void)ctf_api_token_equal(token, NULL, 0); /* the same work either way */
-    if (want) {
-        OPENSSL_cleanse(want, len);
-        free(want);
+    json_t *admin = NULL, *teams = NULL;
+    ctf_token_table *t = NULL;
+    const char *ns = api->opts.system_namespace;
+    kop_err a = kop_informer_dup(api->secrets, ns, ADMIN_SECRET, &admin);
+    kop_err b = kop_informer_dup(api->secrets, ns, TEAMS_SECRET, &teams);
+    bool read = (a == KOP_OK || a == KOP_ENOTFOUND) && (b == KOP_OK || b == KOP_ENOTFOUND);
+    if (read && ctf_token_table_build(admin, teams, &t) == KOP_OK) {
+        ctf_token_table_free(api->tokens);
+        api->tokens = t;
+        api->tokens_gen = gen;
+    } else { /* nobody is let in on Secrets half read; the next request tries again */
+        ctf_token_table_free(api->tokens);
+        api->tokens = NULL;
     }
-    return same;
+    json_decref(admin);
+    json_decref(teams);
 }
 
-/*
- * authenticate finds whose token the Authorization header carries. Every
- * team key is compared, whichever matches, so the time taken does not tell
- * which one did. False when nobody's.
- */
+/* current_gen reads api->token_gen (bumped by the token Secrets' handler). */
+static uint64_t current_gen(ctf_api *api)
+{
+    pthread_mutex_lock(&api->lock);
+    uint64_t gen = api->token_gen;
+    pthread_mutex_unlock(&api->lock);
+    return gen;
+}
+
 bool ctf_api_authenticate(ctf_api *api, const char *header, principal *who)
 {
     char token[CTF_API_TOKEN_MAX + 1];
-    json_t *admin = NULL, *teams = NULL;
-    const char *key;
-    json_t *v;
     bool found = false;
 
     memset(who, 0, sizeof *who);
     if (!ctf_api_bearer(header, token, sizeof token))
         return false;
-    const char *ns = api->opts.system_namespace;
-    if (kop_informer_dup(api->secrets, ns, ADMIN_SECRET, &admin) == KOP_OK &&
-        secret_matches(admin, ADMIN_KEY, token)) {
-        who->admin = true;
-        found = true;
+    uint64_t gen = current_gen(api); /* read before the cache: a later change rebuilds again */
+    pthread_rwlock_rdlock(&api->tokens_lock);
+    if (!api->tokens || api->tokens_gen != gen) {
+        pthread_rwlock_unlock(&api->tokens_lock);
+        pthread_rwlock_wrlock(&api->tokens_lock);
+        if (!api->tokens || api->tokens_gen != gen)
+            rebuild(api, gen);
     }
-    if (kop_informer_dup(api->secrets, ns, TEAMS_SECRET, &teams) == KOP_OK) {
-        json_object_foreach(json_object_get(teams, "data"), key, v)
-        {
-            bool valid = kop_meta_is_valid_dns1123_label(key);
-            if (secret_matches(teams, key, token) && valid && !found) {
-                snprintf(who->team, sizeof who->team, "%s", key);
-                found = true;
-            }
-        }
-    }
+    found = ctf_token_table_match(api->tokens, token, &who->admin, who->team);
+    pthread_rwlock_unlock(&api->tokens_lock);
     OPENSSL_cleanse(token, sizeof token);
-    json_decref(admin);
-    json_decref(teams);
     return found;
 }
 

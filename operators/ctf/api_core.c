@@ -23,6 +23,7 @@
 #include "api_core.h"
 #include "core_internal.h"
 #include "duration.h"
+#include "instance.h"
 
 /* ---- routes ----------------------------------------------------------------- */
 
@@ -455,6 +456,100 @@ bool ctf_api_token_equal(const char *presented, const unsigned char *expected, s
     OPENSSL_cleanse(a, sizeof a);
     OPENSSL_cleanse(b, sizeof b);
     return same && expected_len > 0 && p[0] != '\0';
+}
+
+/* ---- the token table ------------------------------------------------------- */
+
+struct token_key {
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    bool usable;              /* a non-empty token of a valid name */
+    char team[CTF_TEAM_SIZE]; /* "" for the admin's key */
+};
+
+struct ctf_token_table {
+    size_t n;                /* keys[0] is the admin's */
+    struct token_key keys[]; /* n of them */
+};
+
+/* set_key hashes data[key] of secret into k; usable only when it decodes to a non-empty token. */
+static kop_err set_key(struct token_key *k, const json_t *secret, const char *key, bool valid_name)
+{
+    unsigned char *tok = NULL;
+    size_t len = 0;
+    kop_err err = secret ? ctf_secret_value(secret, key, &tok, &len) : KOP_ENOTFOUND;
+    if (err == KOP_ENOMEM)
+        return err;
+    SHA256(tok ? tok : (const unsigned char *)"", tok ? len : 0, k->digest);
+    k->usable = err == KOP_OK && len > 0 && valid_name;
+    if (tok) {
+        OPENSSL_cleanse(tok, len);
+        free(tok);
+    }
+    return KOP_OK;
+}
+
+kop_err ctf_token_table_build(const json_t *admin_secret, const json_t *teams_secret,
+                              ctf_token_table **out)
+{
+    const json_t *data = json_object_get(teams_secret, "data");
+    size_t nteams = json_is_object(data) ? json_object_size(data) : 0;
+    ctf_token_table *t = calloc(1, sizeof *t + (nteams + 1) * sizeof t->keys[0]);
+    const char *key;
+    const json_t *v;
+    kop_err err;
+    *out = NULL;
+    if (!t)
+        return KOP_ENOMEM;
+    t->n = 1;
+    err = set_key(&t->keys[0], admin_secret, "token", true);
+    json_object_foreach((json_t *)data, key, v)
+    {
+        if (err)
+            break;
+        struct token_key *k = &t->keys[t->n++];
+        bool valid = kop_meta_is_valid_dns1123_label(key);
+        snprintf(k->team, sizeof k->team, "%s", valid ? key : "");
+        err = set_key(k, teams_secret, key, valid);
+    }
+    if (err) {
+        ctf_token_table_free(t);
+        return err;
+    }
+    *out = t;
+    return KOP_OK;
+}
+
+bool ctf_token_table_match(const ctf_token_table *t, const char *presented, bool *admin, char *team)
+{
+    unsigned char d[SHA256_DIGEST_LENGTH];
+    const char *p = presented ? presented : "";
+    bool found = false;
+    *admin = false;
+    team[0] = '\0';
+    if (!t || p[0] == '\0')
+        return false;
+    SHA256((const unsigned char *)p, strlen(p), d);
+    for (size_t i = 0; i < t->n; i++) {
+        const struct token_key *k = &t->keys[i];
+        bool same = CRYPTO_memcmp(d, k->digest, sizeof d) == 0; /* every key, whichever matches */
+        if (same && k->usable && !found) {
+            if (i == 0)
+                *admin = true;
+            else
+                snprintf(team, CTF_TEAM_SIZE, "%s", k->team);
+            found = true;
+        }
+    }
+    OPENSSL_cleanse(d, sizeof d);
+    return found;
+}
+
+void ctf_token_table_free(ctf_token_table *t)
+{
+    if (!t)
+        return;
+    OPENSSL_cleanse(t->keys, t->n * sizeof t->keys[0]);
+    free(t);
 }
 
 /* ---- write budget ----------------------------------------------------------- */

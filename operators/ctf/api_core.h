@@ -146,6 +146,36 @@ bool ctf_api_bearer(const char *header, char *out, size_t size);
 bool ctf_api_token_equal(const char *presented, const unsigned char *expected, size_t expected_len);
 
 /*
+ * ctf_token_table: the API's tokens (the admin's and every team's), kept
+ * as SHA-256 digests, built once per change of the token Secrets so that a
+ * request hashes the token it presents once and compares digests only.
+ * Opaque; not thread-safe (the API guards it). The raw tokens are not kept.
+ */
+typedef struct ctf_token_table ctf_token_table;
+
+/*
+ * ctf_token_table_build decodes the admin Secret's data.token and every
+ * data[team] of the teams Secret (either Secret NULL: none) into *out
+ * (owned: ctf_token_table_free). A key that is not a team name, or a value
+ * that is empty or not base64, is kept as a key that matches nothing, so
+ * every request compares the same number of digests. KOP_ENOMEM only.
+ */
+KOP_NODISCARD kop_err ctf_token_table_build(const json_t *admin_secret, const json_t *teams_secret,
+                                            ctf_token_table **out);
+
+/*
+ * ctf_token_table_match finds whose token presented is, comparing its
+ * digest with every key in constant time (whichever matches, all are
+ * compared). Sets *admin, or the team into team (CTF_TEAM_SIZE bytes; the
+ * admin wins when a team holds the same token). False when nobody's.
+ */
+bool ctf_token_table_match(const ctf_token_table *t, const char *presented, bool *admin,
+                           char *team);
+
+/* ctf_token_table_free cleanses and frees t. NULL is ok. */
+void ctf_token_table_free(ctf_token_table *t);
+
+/*
  * ctf_bucket: one team's write budget, a token bucket of `burst` writes
  * refilled at `per_minute`. Plain value type; zero it to start full.
  */

@@ -11,9 +11,14 @@
  *   api_stream.c  the event streams: parked while idle, woken by changes
  *   api_flag.c    the flag check (admin only)
  *
+ *   api_views.c   the Instance views answered lately, kept until their
+ *                 Challenge or any definition changes
+ *
  * Locks: api->lock guards the streams and the buckets, and is never held
  * while calling into an informer; MHD's suspend and resume are called with
- * it held (api_stream.c).
+ * it held (api_stream.c). api->tokens_lock (a rwlock) guards the token
+ * table and is held while rebuilding it from the Secret cache; the view
+ * cache has a lock of its own. Neither is taken with api->lock held.
  */
 #ifndef CTF_API_INTERNAL_H
 #define CTF_API_INTERNAL_H
@@ -46,7 +51,8 @@ struct team_bucket {
     ctf_bucket b;
 };
 
-typedef struct stream stream; /* api_stream.c */
+typedef struct stream stream;               /* api_stream.c */
+typedef struct ctf_api_views ctf_api_views; /* api_views.c */
 
 struct ctf_api {
     ctf_operator *op;
@@ -64,6 +70,11 @@ struct ctf_api {
     stream *streams, *streams_tail; /* every open event stream, oldest first */
     int nstreams;
     uint64_t token_gen; /* bumped by every change of the token Secrets */
+
+    pthread_rwlock_t tokens_lock; /* guards tokens and tokens_gen (api_auth.c) */
+    ctf_token_table *tokens;      /* the token Secrets' digests; NULL: to be built */
+    uint64_t tokens_gen;          /* the token_gen tokens were built at */
+    ctf_api_views *views;         /* the Instance views answered lately (api_views.c) */
     pthread_t streamer;
     bool streamer_running;
 };
@@ -129,6 +140,24 @@ enum MHD_Result ctf_api_stopping(ctf_api *api, mhd_conn *conn, request *rq);
 bool ctf_api_authenticate(ctf_api *api, const char *header, principal *who);
 /* ctf_api_spend takes one write from team's bucket; false with *retry_s set when empty. */
 bool ctf_api_spend(ctf_api *api, const char *team, int *retry_s);
+
+/* ---- api_views.c ---- */
+
+/* ctf_api_views_new makes an empty view cache (*out owned: ctf_api_views_free). */
+KOP_NODISCARD kop_err ctf_api_views_new(ctf_api_views **out);
+/* ctf_api_views_free frees v. NULL is ok. */
+void ctf_api_views_free(ctf_api_views *v);
+/* ctf_api_views_challenge_handler forgets the views a Challenge's change may alter. */
+kop_informer_handler ctf_api_views_challenge_handler(ctf_api *api);
+/* ctf_api_views_definition_handler forgets every view when a definition changes. */
+kop_informer_handler ctf_api_views_definition_handler(ctf_api *api);
+/*
+ * ctf_api_views_answer returns (owned, NUL-ended) the JSON text of team's
+ * Instance of challenge as of now, from the cache of views or rendered from
+ * the informers and kept; NULL with *missing set when the team has none,
+ * NULL alone when out of memory.
+ */
+char *ctf_api_views_answer(ctf_api *api, const char *team, const char *challenge, bool *missing);
 
 /* ---- api_read.c ---- */
 

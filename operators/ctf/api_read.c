@@ -158,14 +158,15 @@ enum MHD_Result ctf_api_get_instances(ctf_api *api, struct MHD_Connection *conn,
     return ret;
 }
 
+/* get_instance answers from the cache of views (api_views.c): a poll costs a copy. */
 enum MHD_Result ctf_api_get_instance(ctf_api *api, struct MHD_Connection *conn, request *rq)
 {
-    json_t *chal = ctf_api_find_instance(api, rq->route.team, rq->route.challenge);
-    if (!chal)
+    bool missing = false;
+    char *text = ctf_api_views_answer(api, rq->route.team, rq->route.challenge, &missing);
+    if (missing)
         return ctf_api_no_instance(api, conn, rq);
-    json_t *v = ctf_api_view(api, chal);
-    enum MHD_Result ret = ctf_api_send_json(api, conn, rq, 200, v, NULL);
-    json_decref(v);
-    json_decref(chal);
-    return ret;
+    if (!text)
+        return ctf_api_send_unavailable(api, conn, rq, "cannot read the instance");
+    return ctf_api_send_body(api, conn, rq, 200, "application/json", text, strlen(text),
+                             MHD_RESPMEM_MUST_FREE, NULL);
 }

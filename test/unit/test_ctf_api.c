@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <openssl/evp.h>
 
 #include "api_core.h"
 #include "ctf_fixture.h"
@@ -478,6 +479,65 @@ static void test_token_equal(void **state)
     assert_false(ctf_api_token_equal(NULL, want, 6));
 }
 
+/* secret_of makes a Secret with base64 data from pairs (key, value), NULL-ended. */
+static json_t *secret_of(const char *const *kv)
+{
+    json_t *data = json_object();
+    for (size_t i = 0; kv[i]; i += 2) {
+        unsigned char b64[256];
+        int n = EVP_EncodeBlock(b64, (const unsigned char *)kv[i + 1], (int)strlen(kv[i + 1]));
+        json_object_set_new(data, kv[i], json_stringn((const char *)b64, (size_t)n));
+    }
+    return json_pack("{s:o}", "data", data);
+}
+
+static void test_token_table(void **state)
+{
+    (void)state;
+    const char *admin_kv[] = {"token", "admin-tok", NULL};
+    const char *teams_kv[] = {"team-a",     "tok-a",     "team-b",     "tok-b",
+                              "Not_A_Team", "tok-x",     "team-empty", "",
+                              "team-same",  "admin-tok", NULL};
+    json_t *admin = secret_of(admin_kv), *teams = secret_of(teams_kv);
+    json_object_set_new(json_object_get(teams, "data"), "team-bad64", json_string("!!!"));
+    ctf_token_table *t = NULL;
+    bool is_admin;
+    char team[CTF_TEAM_SIZE];
+
+    assert_int_equal(ctf_token_table_build(admin, teams, &t), KOP_OK);
+    assert_true(ctf_token_table_match(t, "admin-tok", &is_admin, team));
+    assert_true(is_admin); /* the admin wins over a team holding the same token */
+    assert_string_equal(team, "");
+    assert_true(ctf_token_table_match(t, "tok-b", &is_admin, team));
+    assert_false(is_admin);
+    assert_string_equal(team, "team-b");
+    assert_true(ctf_token_table_match(t, "tok-a", &is_admin, team));
+    assert_string_equal(team, "team-a");
+    /* a key that is no team name, an empty or undecodable token: never anyone's */
+    assert_false(ctf_token_table_match(t, "tok-x", &is_admin, team));
+    assert_false(ctf_token_table_match(t, "", &is_admin, team));
+    assert_false(ctf_token_table_match(t, "!!!", &is_admin, team));
+    assert_false(ctf_token_table_match(t, "tok-", &is_admin, team));
+    assert_false(ctf_token_table_match(t, NULL, &is_admin, team));
+    assert_false(is_admin);
+    assert_string_equal(team, "");
+    ctf_token_table_free(t);
+
+    /* no Secrets at all: nobody; no admin Secret: the teams still */
+    assert_int_equal(ctf_token_table_build(NULL, NULL, &t), KOP_OK);
+    assert_false(ctf_token_table_match(t, "admin-tok", &is_admin, team));
+    ctf_token_table_free(t);
+    assert_int_equal(ctf_token_table_build(NULL, teams, &t), KOP_OK);
+    assert_true(ctf_token_table_match(t, "admin-tok", &is_admin, team)); /* team-same's now */
+    assert_false(is_admin);
+    assert_string_equal(team, "team-same");
+    assert_true(ctf_token_table_match(t, "tok-a", &is_admin, team));
+    ctf_token_table_free(t);
+    assert_false(ctf_token_table_match(NULL, "tok-a", &is_admin, team));
+    json_decref(admin);
+    json_decref(teams);
+}
+
 /* ---- write budget ------------------------------------------------------- */
 
 static void test_bucket(void **state)
@@ -534,6 +594,7 @@ int main(void)
         cmocka_unit_test(test_instance_name),
         cmocka_unit_test(test_bearer),
         cmocka_unit_test(test_token_equal),
+        cmocka_unit_test(test_token_table),
         cmocka_unit_test(test_bucket),
         cmocka_unit_test(test_sse_event),
     };
