@@ -13,6 +13,11 @@ fresh devcluster (same binary, same flags, same etcd state at the start):
          RSS (VmHWM) and steady RSS (median over the idle seconds after);
   cold   N objects are created with no operator; then the operator starts:
          time from its process start until every object is done.
+  burst  (challenges) N teams ask the instance API for an instance within
+         10 s: request -> Running per team.
+  streams (challenges, kopc, after warm) N event streams held open while
+         each instance is renewed: memory per stream, and renewal -> event
+         seen on the team's stream (bench/streams.py).
 
 A sampler reads /proc/PID/stat (utime + stime) and /proc/PID/status (VmRSS)
 of the operator and of the devcluster every 200 ms into samples.csv.
@@ -35,6 +40,8 @@ import sys
 import threading
 import time
 import urllib.request
+
+import streams  # bench/streams.py: the event streams held while instances are renewed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "build", "bin")
@@ -429,6 +436,9 @@ def measure_warm(args, op, workload, n, out):
         hwm = mem.get("VmHWM")
         if workload == "challenges" and op.name == "kopc" and args.api:
             s["api"] = measure_api(op, out, n)
+        if workload == "challenges" and op.name == "kopc":
+            s["streams"] = streams.measure(pid, op.api_port, ADMIN_TOKEN,
+                                           min(n, streams.MAX_STREAMS), out)
         op.stop()
         sampler.stop()
         if reconciles is None and op.name == "kopf":

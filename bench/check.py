@@ -3,7 +3,8 @@
 (bench/smoke_test.sh): every operator reconciled every object in every
 phase with no failed write, each measured run left a non-empty samples.csv
 (with operator rows) and a latency.csv with one row per object, its writes
-per object and PSS were counted, and the table and the plot exist. Timing is never asserted."""
+per object and PSS were counted, kopc's event streams each showed their
+team's renewal, and the table and the plot exist. Timing is never asserted."""
 import csv
 import json
 import os
@@ -44,6 +45,13 @@ for r in results["runs"]:
         fails.append(f"{name}: no writes per object counted ({r.get('writes_per_object')})")
     if r["phase"] == "warm" and not r.get("pss_mib"):
         fails.append(f"{name}: no PSS")
+    if r["phase"] == "warm" and r["workload"] == "challenges" and r["operator"] == "kopc":
+        # Every stream opened, saw its team's snapshot and then its renewal.
+        st = r.get("streams") or {}
+        if not (st.get("streams") == r["n"] and st.get("renewed") == r["n"]
+                and st.get("delivered") == r["n"]):
+            fails.append(f"{name}: event streams {st.get('streams')} held, {st.get('renewed')} "
+                         f"renewed, {st.get('delivered')} delivered of {r['n']}")
 for w in sorted(want - seen):
     fails.append(f"{' '.join(w)}: not run")
 for f in ("table.md", "bench.png"):

@@ -67,6 +67,14 @@ def find(results, workload, n, op, phase):
         merged["api"] = dict(apis[0])
         for name in ("kopc", "nginx"):
             merged["api"][name] = {k: median([a[name][k] for a in apis]) for k in apis[0][name]}
+    strs = [r["streams"] for r in good if r.get("streams")]
+    if strs:
+        merged["streams"] = {k: median([x[k] for x in strs if x.get(k) is not None])
+                             for k in strs[0] if k != "delivery_ms"}
+        merged["streams"]["delivery_ms"] = {
+            p: median([x["delivery_ms"][p] for x in strs if x["delivery_ms"].get(p) is not None])
+            for p in ("p50", "p99", "max")}
+        merged["streams"]["trials"] = len(strs)
     return merged
 
 
@@ -210,7 +218,28 @@ def table(results):
                 lines.append(f"| {label} | {a['rps']:,.0f} | {a['p99_ms']:.2f} | {a['non2xx']} |")
             lines.append(f"\nkopc / nginx: {api['kopc']['rps'] / api['nginx']['rps']:.2f} of the "
                          f"requests per second.\n")
+        st = k and k.get("streams")
+        if st:
+            lines.append(streams_table(st))
     return "\n".join(lines) + "\n"
+
+
+def streams_table(st):
+    """The event streams held after the warm run (bench/streams.py), medians over trials."""
+    d = st["delivery_ms"]
+    return "\n".join([
+        f"Event streams: {st['streams']:,.0f} held open at once (one per team, from 20 loopback "
+        f"addresses), then every team's instance renewed through the API, paced over 10 s; "
+        f"delivery is the renewal sent → the team's stream shows the new expiry. Memory: the "
+        f"operator's with every stream open and its snapshot sent, less before, per stream.\n",
+        "| streams | renewed | delivered | within 1 s | delivery p50 (ms) | p99 (ms) | max (ms) "
+        "| RSS per stream (KiB) | PSS per stream (KiB) | threads before → held |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        f"| {st['streams']:,.0f} | {st['renewed']:,.0f} | {st['delivered']:,.0f} "
+        f"| {st['within_1s']:,.0f} | {fmt(d.get('p50'), 0)} | {fmt(d.get('p99'), 0)} "
+        f"| {fmt(d.get('max'), 0)} | {fmt(st.get('rss_kib_per_stream'), 1)} "
+        f"| {fmt(st.get('pss_kib_per_stream'), 1)} "
+        f"| {st['threads_before']:.0f} → {st['threads_held']:.0f} |", ""])
 
 
 def fmt_load(load):
