@@ -4,7 +4,9 @@
  * extends it (a merge patch guarded by resourceVersion, retried on a
  * conflict), DELETE stops it (202 Stopping). Quotas are asked of the
  * admission (admission.c), the same the reconciler asks. Every refusal
- * happens before the write.
+ * happens before the write. A DELETE or renew that does not find the
+ * instance in the cache asks the apiserver for it by its name, so a stop
+ * right after the create is never answered 404.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,10 +105,35 @@ out:
     return ret;
 }
 
+/*
+ * find_for_write returns (owned) the team's Challenge for the route's
+ * challenge: from the cache, or else from the apiserver under the name the
+ * API gives it, so that a DELETE or a renew right after the PUT that made it
+ * finds it even before the cache has heard of it (read your own writes).
+ * NULL when the team has none (or the apiserver cannot be asked).
+ */
+static json_t *find_for_write(ctf_api *api, const request *rq)
+{
+    kop_client *c = kop_manager_client(api->op->mgr);
+    char name[KOP_META_DNS1123_LABEL_MAX + 1];
+    json_t *chal = ctf_api_find_instance(api, rq->route.team, rq->route.challenge);
+    kop_status st;
+    if (chal || ctf_api_instance_name(rq->route.team, rq->route.challenge, name, sizeof name))
+        return chal;
+    if (kop_get(c, &CTF_CHALLENGES, api->opts.challenge_namespace, name, &chal, &st) != KOP_OK)
+        return NULL;
+    const char *team = ctf_str2(chal, "spec", "team"), *def = ctf_str2(chal, "spec", "definition");
+    if (!team || !def || strcmp(team, rq->route.team) || strcmp(def, rq->route.challenge)) {
+        json_decref(chal); /* another Challenge holds the name: not this team's instance */
+        return NULL;
+    }
+    return chal;
+}
+
 enum MHD_Result ctf_api_delete_instance(ctf_api *api, struct MHD_Connection *conn, request *rq)
 {
     kop_client *c = kop_manager_client(api->op->mgr);
-    json_t *chal = ctf_api_find_instance(api, rq->route.team, rq->route.challenge), *gone = NULL;
+    json_t *chal = find_for_write(api, rq), *gone = NULL;
     kop_status st;
     enum MHD_Result ret;
     if (!chal)
@@ -186,8 +213,7 @@ out:
 
 enum MHD_Result ctf_api_renew_instance(ctf_api *api, struct MHD_Connection *conn, request *rq)
 {
-    json_t *chal = ctf_api_find_instance(api, rq->route.team, rq->route.challenge), *def = NULL,
-           *renewed = NULL;
+    json_t *chal = find_for_write(api, rq), *def = NULL, *renewed = NULL;
     kop_status st;
     kop_err err = KOP_ECONFLICT;
     bool at_limit = false;

@@ -14,6 +14,9 @@
 #     the events are late, gets exactly one Running Event and one startedAt
 #     that never changes: a status write from the lagging cache carries its
 #     resourceVersion and is refused rather than written again (defect 7).
+#   - Read your own writes: through the instance API, a renew and a DELETE
+#     right after the PUT that made the instance find it, though the cache
+#     hears of it only LATE s later.
 #
 # Env: DEVCLUSTER, KUBECTL, OPERATOR (binaries), SRC (repo root), KOP_TEST_TMP.
 set -euo pipefail
@@ -27,6 +30,7 @@ cluster_up
 serving_cert "$WORK" "$DIR/pki/ca.crt" "$DIR/pki/ca.key"
 start_proxy http --cert "$WORK/proxy.crt" --key "$WORK/proxy.key" --upstream-ca "$DIR/ca.crt"
 sa_kubeconfig "$WORK/proxied.kubeconfig" "https://127.0.0.1:$PROXY_PORT" "$DIR/ca.crt"
+ctf_token_secrets late-api
 start_op late "$WORK/proxied.kubeconfig"
 
 # Six Challenges, all expiring at E = now + 60 s (a time the API clamps to nothing).
@@ -73,6 +77,20 @@ done
 grep -q 'changed since (renewed?)' "$WORK/late.log" ||
     fail "the operator never met a renewal newer than its cache: the race did not happen"
 ok "the three renewed instances live on with expiry $RENEWED; the three others expired"
+
+log "through the API: a renewal and a stop right after the create, unseen by the cache yet"
+# The create's watch event reaches the operator LATE s later; a renew or a
+# DELETE that looked only in the cache would answer 404 (a lost stop).
+api() {
+    curl -s -o "$WORK/api.out" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $ADMIN_TOKEN" \
+        "http://127.0.0.1:${OP_API[late]}/api/v1/teams/late-api/instances/web$2"
+}
+code=$(api PUT "") && [ "$code" = 201 ] || fail "PUT: $code $(cat "$WORK/api.out")"
+made=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["name"])' "$WORK/api.out")
+code=$(api POST /renew) && [ "$code" = 200 ] || fail "renew right after the PUT: $code $(cat "$WORK/api.out")"
+code=$(api DELETE "") && [ "$code" = 202 ] || fail "DELETE right after the PUT: $code $(cat "$WORK/api.out")"
+wait_for 120 "the stopped instance $made gone" bash -c "! '$KUBECTL' --kubeconfig '$DIR/kubeconfig' -n ctf get chal '$made' >/dev/null 2>&1"
+ok "renew 200 and DELETE 202 right after the PUT, $LATE s before the operator's cache saw the instance"
 
 log "one Running Event and one startedAt per instance"
 wait_for 120 "late-new Running" bash -c "[ \"\$('$KUBECTL' --kubeconfig '$DIR/kubeconfig' -n ctf get chal late-new -o jsonpath='{.status.currentStatus}')\" = Running ]"
