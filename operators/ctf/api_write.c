@@ -110,18 +110,23 @@ out:
  * challenge: from the cache, or else from the apiserver under the name the
  * API gives it, so that a DELETE or a renew right after the PUT that made it
  * finds it even before the cache has heard of it (read your own writes).
- * NULL when the team has none (or the apiserver cannot be asked).
+ * NULL when the team has none, with *asked false when the apiserver could
+ * not be asked (then the answer is 503, not 404).
  */
-static json_t *find_for_write(ctf_api *api, const request *rq)
+static json_t *find_for_write(ctf_api *api, const request *rq, bool *asked)
 {
     kop_client *c = kop_manager_client(api->op->mgr);
     char name[KOP_META_DNS1123_LABEL_MAX + 1];
     json_t *chal = ctf_api_find_instance(api, rq->route.team, rq->route.challenge);
     kop_status st;
+    *asked = true;
     if (chal || ctf_api_instance_name(rq->route.team, rq->route.challenge, name, sizeof name))
         return chal;
-    if (kop_get(c, &CTF_CHALLENGES, api->opts.challenge_namespace, name, &chal, &st) != KOP_OK)
+    kop_err err = kop_get(c, &CTF_CHALLENGES, api->opts.challenge_namespace, name, &chal, &st);
+    if (err) {
+        *asked = err == KOP_ENOTFOUND;
         return NULL;
+    }
     const char *team = ctf_str2(chal, "spec", "team"), *def = ctf_str2(chal, "spec", "definition");
     if (!team || !def || strcmp(team, rq->route.team) || strcmp(def, rq->route.challenge)) {
         json_decref(chal); /* another Challenge holds the name: not this team's instance */
@@ -133,11 +138,13 @@ static json_t *find_for_write(ctf_api *api, const request *rq)
 enum MHD_Result ctf_api_delete_instance(ctf_api *api, struct MHD_Connection *conn, request *rq)
 {
     kop_client *c = kop_manager_client(api->op->mgr);
-    json_t *chal = find_for_write(api, rq), *gone = NULL;
+    bool asked;
+    json_t *chal = find_for_write(api, rq, &asked), *gone = NULL;
     kop_status st;
     enum MHD_Result ret;
     if (!chal)
-        return ctf_api_no_instance(api, conn, rq);
+        return asked ? ctf_api_no_instance(api, conn, rq)
+                     : ctf_api_send_unavailable(api, conn, rq, "cannot read the instance");
     if (!kop_meta_is_deleting(chal)) {
         kop_delete_req del = {
             .target = {&CTF_CHALLENGES, kop_meta_namespace(chal), kop_meta_name(chal)},
@@ -213,13 +220,15 @@ out:
 
 enum MHD_Result ctf_api_renew_instance(ctf_api *api, struct MHD_Connection *conn, request *rq)
 {
-    json_t *chal = find_for_write(api, rq), *def = NULL, *renewed = NULL;
+    bool asked;
+    json_t *chal = find_for_write(api, rq, &asked), *def = NULL, *renewed = NULL;
     kop_status st;
     kop_err err = KOP_ECONFLICT;
     bool at_limit = false;
     enum MHD_Result ret;
     if (!chal)
-        return ctf_api_no_instance(api, conn, rq);
+        return asked ? ctf_api_no_instance(api, conn, rq)
+                     : ctf_api_send_unavailable(api, conn, rq, "cannot read the instance");
     if (kop_meta_is_deleting(chal)) {
         ret = ctf_api_stopping(api, conn, rq);
         goto out;
