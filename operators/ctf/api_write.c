@@ -29,12 +29,19 @@ static json_t *new_challenge(ctf_api *api, const request *rq, const char *name,
                      spec);
 }
 
+/* is_routes_instance: chal is for the route's team and challenge (not another holding its name). */
+static bool is_routes_instance(const json_t *chal, const request *rq)
+{
+    const char *team = ctf_str2(chal, "spec", "team"), *def = ctf_str2(chal, "spec", "definition");
+    return team && def && strcmp(team, rq->route.team) == 0 &&
+           strcmp(def, rq->route.challenge) == 0;
+}
+
 /* existing_answer answers a PUT that found the team's Challenge already there. */
 static enum MHD_Result existing_answer(ctf_api *api, struct MHD_Connection *conn, request *rq,
                                        const json_t *chal)
 {
-    const char *team = ctf_str2(chal, "spec", "team"), *def = ctf_str2(chal, "spec", "definition");
-    if (!team || !def || strcmp(team, rq->route.team) || strcmp(def, rq->route.challenge))
+    if (!is_routes_instance(chal, rq))
         return ctf_api_send_error(api, conn, rq, 409, "Conflict",
                                   "another Challenge holds this instance's name", NULL);
     if (kop_meta_is_deleting(chal))
@@ -127,12 +134,18 @@ static json_t *find_for_write(ctf_api *api, const request *rq, bool *asked)
         *asked = err == KOP_ENOTFOUND;
         return NULL;
     }
-    const char *team = ctf_str2(chal, "spec", "team"), *def = ctf_str2(chal, "spec", "definition");
-    if (!team || !def || strcmp(team, rq->route.team) || strcmp(def, rq->route.challenge)) {
+    if (!is_routes_instance(chal, rq)) {
         json_decref(chal); /* another Challenge holds the name: not this team's instance */
         return NULL;
     }
     return chal;
+}
+
+/* not_found answers a DELETE or renew find_for_write found nothing for. */
+static enum MHD_Result not_found(ctf_api *api, struct MHD_Connection *conn, request *rq, bool asked)
+{
+    return asked ? ctf_api_no_instance(api, conn, rq)
+                 : ctf_api_send_unavailable(api, conn, rq, "cannot read the instance");
 }
 
 enum MHD_Result ctf_api_delete_instance(ctf_api *api, struct MHD_Connection *conn, request *rq)
@@ -143,8 +156,7 @@ enum MHD_Result ctf_api_delete_instance(ctf_api *api, struct MHD_Connection *con
     kop_status st;
     enum MHD_Result ret;
     if (!chal)
-        return asked ? ctf_api_no_instance(api, conn, rq)
-                     : ctf_api_send_unavailable(api, conn, rq, "cannot read the instance");
+        return not_found(api, conn, rq, asked);
     if (!kop_meta_is_deleting(chal)) {
         kop_delete_req del = {
             .target = {&CTF_CHALLENGES, kop_meta_namespace(chal), kop_meta_name(chal)},
@@ -227,8 +239,7 @@ enum MHD_Result ctf_api_renew_instance(ctf_api *api, struct MHD_Connection *conn
     bool at_limit = false;
     enum MHD_Result ret;
     if (!chal)
-        return asked ? ctf_api_no_instance(api, conn, rq)
-                     : ctf_api_send_unavailable(api, conn, rq, "cannot read the instance");
+        return not_found(api, conn, rq, asked);
     if (kop_meta_is_deleting(chal)) {
         ret = ctf_api_stopping(api, conn, rq);
         goto out;
