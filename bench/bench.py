@@ -15,6 +15,10 @@ fresh devcluster (same binary, same flags, same etcd state at the start):
          time from its process start until every object is done.
   burst  (challenges) N teams ask the instance API for an instance within
          10 s: request -> Running per team.
+  claims (challenges, kopc) the burst as the teams see it: each team holds
+         its event stream open and PUTs its instance, paced over 10 s;
+         PUT sent -> Running on its stream, once with a warm pool sized for
+         the burst and once without (bench/pool.py).
   streams (challenges, kopc, after warm) N event streams held open while
          each instance is renewed: memory per stream, and renewal -> event
          seen on the team's stream (bench/streams.py).
@@ -41,6 +45,7 @@ import threading
 import time
 import urllib.request
 
+import pool  # bench/pool.py: the burst seen on the teams' event streams, with and without a pool
 import streams  # bench/streams.py: the event streams held while instances are renewed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -388,10 +393,10 @@ def loader(cluster, workload, n, mode, out, threads, t0=None, timeout=1800, extr
     return s
 
 
-def fresh_cluster(args, workload, n, tag):
+def fresh_cluster(args, workload, n, tag, pods_per_object=1):
     d = os.path.join(args.clusters, tag)
     subprocess.run(["rm", "-rf", d])
-    c = Cluster(d, WORKLOADS[workload]["nodes"](n))
+    c = Cluster(d, WORKLOADS[workload]["nodes"](n * pods_per_object))
     WORKLOADS[workload]["setup"](c)
     return c
 
@@ -482,6 +487,48 @@ def measure_burst(args, op, workload, n, out):
         s["cpu_s"] = proc_cpu(pid) - cpu0
         by_method = op.requests()
         s["writes_per_object"] = writes_of(by_method) / n if by_method else None
+        op.stop()
+        sampler.stop()
+        s["operator_exit"] = op.proc.returncode
+        return s
+    finally:
+        if op.proc.poll() is None:
+            op.proc.kill()
+        c.stop()
+
+
+def wait_pool_ready(c, n, timeout=1800):
+    """Wait until the definition bench's warm pool reports n Ready; the seconds it took."""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        r = subprocess.run([os.path.join(BIN, "kubectl"), "--kubeconfig", c.kubeconfig, "-n", "ctf",
+                            "get", "chaldef", "bench", "-o", "jsonpath={.status.pool.ready}"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        if r.stdout.strip() == str(n):
+            return time.time() - t0
+        time.sleep(1)
+    raise RuntimeError(f"the warm pool of {n} was not Ready within {timeout} s")
+
+
+def measure_claims(args, op, workload, n, out, pooled):
+    """The burst on the teams' event streams (bench/pool.py), with a warm
+    pool of n (pooled) or none."""
+    os.makedirs(out, exist_ok=True)
+    # Room for the warm pods and the fresh ones a refill or a miss makes.
+    c = fresh_cluster(args, workload, n, "claims", pods_per_object=2 if pooled else 1)
+    try:
+        pid, sampler, _ = start_measured(op, c, out, n)
+        warmup_s = None
+        if pooled:
+            c.kubectl("-n", "ctf", "patch", "chaldef", "bench", "--type", "merge",
+                      "-p", json.dumps({"spec": {"pool": {"min": n}}}))
+            warmup_s = wait_pool_ready(c, n)
+            time.sleep(2)  # the pool's own writes settle before the burst
+        cpu0 = proc_cpu(pid)
+        s = pool.measure(op.api_port, ADMIN_TOKEN, n, "bench", out)
+        claimed = c.kubectl("get", "ns", "-l", "ctf.kopc.io/pool,ctf.kopc.io/challenge", "-o", "name")
+        s.update({"pool": n if pooled else 0, "pool_warmup_s": warmup_s,
+                  "served_from_pool": sum(1 for x in claimed.split() if x.startswith("namespace/")), "cpu_s": proc_cpu(pid) - cpu0})
         op.stop()
         sampler.stop()
         s["operator_exit"] = op.proc.returncode
@@ -679,8 +726,10 @@ def main():
                     "challenges-1000, ...) and/or operators (limit, kopc, controller-runtime, kopf)")
     ap.add_argument("--trials", type=int, default=None,
                     help="measurements of each operator, interleaved (default 3; quick: 1)")
-    ap.add_argument("--phases", default="warm,cold,burst",
-                    help="warm, cold and/or burst (challenges: the instance API, paced)")
+    ap.add_argument("--phases", default="warm,cold,burst,claims",
+                    help="warm, cold, burst (challenges: the instance API, paced) and/or "
+                    "claims (kopc: the burst on the teams' event streams, with and without a "
+                    "warm pool)")
     ap.add_argument("--sizes", default="", help="override N, e.g. challenges=100,1000,5000")
     ap.add_argument("--max-load", type=float, default=2.5,
                     help="1-minute load average a measurement waits for (the measurement alone "
@@ -755,8 +804,13 @@ def main():
                     if op.workload != workload or (only_ops and op.name not in only_ops):
                         continue
                     for phase, fn in (("warm", measure_warm), ("cold", measure_cold),
-                                      ("burst", measure_burst)):
-                        if phase not in phases or (phase == "burst" and not op.api):
+                                      ("burst", measure_burst),
+                                      ("claims-fresh", lambda *a: measure_claims(*a, False)),
+                                      ("claims-pool", lambda *a: measure_claims(*a, True))):
+                        if phase.split("-")[0] not in phases or (phase != "warm" and phase != "cold"
+                                                                and not op.api):
+                            continue
+                        if phase.startswith("claims") and op.name != "kopc":
                             continue
                         out = os.path.join(tdir, f"{op.name}-{phase}")
                         measure(args, results, workload, n, trial, op.name, phase,

@@ -4,7 +4,9 @@
 phase with no failed write, each measured run left a non-empty samples.csv
 (with operator rows) and a latency.csv with one row per object, its writes
 per object and PSS were counted, kopc's event streams each showed their
-team's renewal, and the table and the plot exist. Timing is never asserted."""
+team's renewal, every team of the claims runs saw Running on its stream (all
+served from the warm pool in the pooled run), and the table and the plot
+exist. Timing is never asserted."""
 import csv
 import json
 import os
@@ -17,10 +19,11 @@ with open(os.path.join(out, "results.json")) as f:
 want = {("flighttickets", op) for op in ("limit", "kopc", "controller-runtime", "kopf")}
 want |= {("challenges", op) for op in ("limit", "kopc", "controller-runtime")}
 want |= {("challenges", op, "burst") for op in ("limit", "kopc")}  # the burst scenario
+want |= {("challenges", "kopc", p) for p in ("claims-fresh", "claims-pool")}  # on the streams
 seen = set()
 for r in results["runs"]:
-    if r["phase"] == "burst":
-        seen.add((r["workload"], r["operator"], "burst"))
+    if r["phase"] in ("burst", "claims-fresh", "claims-pool"):
+        seen.add((r["workload"], r["operator"], r["phase"]))
     name = f"{r['workload']}-{r['n']} {r['operator']} {r['phase']}"
     seen.add((r["workload"], r["operator"]))
     if r.get("done") != r["n"] or r.get("errors"):
@@ -32,6 +35,13 @@ for r in results["runs"]:
         rows = list(csv.DictReader(f))
     if not rows or (r["operator"] != "limit" and not any(x["op_rss_kib"] for x in rows)):
         fails.append(f"{name}: samples.csv empty")
+    if r["phase"].startswith("claims"):
+        # Every team saw Running on its own stream; with a pool sized for the burst, every
+        # one of them was served from it.
+        want_pool = r["n"] if r["phase"] == "claims-pool" else 0
+        if r.get("served_from_pool") != want_pool:
+            fails.append(f"{name}: {r.get('served_from_pool')} served from the pool, not {want_pool}")
+        continue
     with open(os.path.join(d, "latency.csv")) as f:
         lat = list(csv.DictReader(f))
     if len(lat) != r["n"] or any(float(x["done_ms"]) <= 0 for x in lat):

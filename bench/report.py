@@ -67,6 +67,10 @@ def find(results, workload, n, op, phase):
         merged["api"] = dict(apis[0])
         for name in ("kopc", "nginx"):
             merged["api"][name] = {k: median([a[name][k] for a in apis]) for k in apis[0][name]}
+    claims = [r["claim_ms"] for r in good if r.get("claim_ms")]
+    if claims:
+        merged["claim_ms"] = {p: median([c[p] for c in claims if c.get(p) is not None])
+                              for p in ("p50", "p99", "max")}
     strs = [r["streams"] for r in good if r.get("streams")]
     if strs:
         merged["streams"] = {k: median([x[k] for x in strs if x.get(k) is not None])
@@ -205,6 +209,10 @@ def table(results):
                              f"| {ratio(lat.get('p99'), bl and bl.get('latency_ms', {}).get('p99'))} "
                              f"| {fmt(r.get('writes_per_object'), 1)} |")
             lines.append("")
+        cf = find(results, workload, n, "kopc", "claims-fresh")
+        cp = find(results, workload, n, "kopc", "claims-pool")
+        if cf or cp:
+            lines.append(claims_table(n, cf, cp))
         api = k and k.get("api")
         if api:
             lines.append(f"API read path (`GET /api/v1/teams/team-00001/instances/bench`, "
@@ -222,6 +230,30 @@ def table(results):
         if st:
             lines.append(streams_table(st))
     return "\n".join(lines) + "\n"
+
+
+def claims_table(n, fresh, pooled):
+    """The burst as the teams see it (bench/pool.py), without and with a warm pool."""
+    lines = [
+        f"Claims: {n:,} teams each hold their event stream open, then ask for an instance "
+        f"within 10 s; latency: the PUT sent → Running on that team's own stream. With a "
+        f"pool: spec.pool.min = {n}, every warm instance Ready before the first request "
+        f"(bench/pool.py).\n",
+        "| kopc | Running | served from the pool | p50 (ms) | p99 (ms) | max (ms) "
+        "| within 250 ms | pool warm-up (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for label, r in (("no pool", fresh), (f"warm pool of {n:,}", pooled)):
+        if not r:
+            continue
+        if r.get("done") != n:
+            lines.append(f"| {label} | FAILED ({r.get('done')}/{n}) |" + " |" * 6)
+            continue
+        c = r.get("claim_ms", {})
+        lines.append(f"| {label} | {r['done']:,.0f} | {fmt(r.get('served_from_pool'), 0)} "
+                     f"| {fmt(c.get('p50'), 0)} | {fmt(c.get('p99'), 0)} | {fmt(c.get('max'), 0)} "
+                     f"| {r.get('within_250ms', 0):,.0f} | {fmt(r.get('pool_warmup_s'), 0)} |")
+    lines.append("")
+    return "\n".join(lines)
 
 
 def streams_table(st):

@@ -137,13 +137,14 @@ class Stream:
             self.writer.close()
 
 
-async def _renew(host, port, token, i, sem):
-    """POST the renewal of team i's instance; the time it was sent, or None."""
+async def request(host, port, token, method, path, sem, ok=(200,)):
+    """Send one bodiless request with the bearer token (at most sem at once);
+    the time it was sent when the answer's status is in ok, else None."""
     async with sem:
         sent = time.time()
         reader, writer = await asyncio.open_connection(host, port)
         try:
-            writer.write((f"POST /api/v1/teams/{_team(i)}/instances/bench/renew HTTP/1.1\r\n"
+            writer.write((f"{method} {path} HTTP/1.1\r\n"
                           f"Host: {host}:{port}\r\nAuthorization: Bearer {token}\r\n"
                           "Content-Length: 0\r\nConnection: close\r\n\r\n").encode())
             await writer.drain()
@@ -151,7 +152,14 @@ async def _renew(host, port, token, i, sem):
             await reader.read()
         finally:
             writer.close()
-        return sent if b" 200 " in status else None
+        parts = status.split()
+        return sent if len(parts) > 1 and parts[1].isdigit() and int(parts[1]) in ok else None
+
+
+async def _renew(host, port, token, i, sem):
+    """POST the renewal of team i's instance; the time it was sent, or None."""
+    return await request(host, port, token, "POST", f"/api/v1/teams/{_team(i)}/instances/bench/renew",
+                         sem)
 
 
 def _percentile(xs, p):

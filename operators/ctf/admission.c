@@ -20,6 +20,12 @@
  * before, and a Challenge being deleted, or deleted, leaves it. Every
  * question is O(1): nothing lists the cache.
  *
+ * Warm pools (pool.c) count too: each pool reports its unclaimed warm
+ * instances (ctf_admission_set_warm), and a fresh instance is admitted only
+ * while the Challenges plus the warm instances stay within
+ * --max-instances. A Challenge that will claim a warm instance takes that
+ * instance's slot, so it only needs the Challenges to stay within it.
+ *
  * Invariant (KOP_ASSERT): the total equals the set's size, and the sum of
  * the per-team counts equals the total.
  */
@@ -35,7 +41,8 @@ struct ctf_admission {
     pthread_mutex_t lock;
     json_t *admitted; /* uid -> "<namespace>/<team>" */
     json_t *per_team; /* "<namespace>/<team>" -> count */
-    int total;
+    json_t *warm;     /* "<namespace>/<definition>" -> unclaimed warm instances */
+    int total, warm_total;
 };
 
 kop_err ctf_admission_new(int max_per_team, int max_instances, ctf_admission **out)
@@ -48,8 +55,9 @@ kop_err ctf_admission_new(int max_per_team, int max_instances, ctf_admission **o
     a->max_instances = max_instances;
     a->admitted = json_object();
     a->per_team = json_object();
+    a->warm = json_object();
     pthread_mutex_init(&a->lock, NULL);
-    if (!a->admitted || !a->per_team) {
+    if (!a->admitted || !a->per_team || !a->warm) {
         ctf_admission_free(a);
         return KOP_ENOMEM;
     }
@@ -63,6 +71,7 @@ void ctf_admission_free(ctf_admission *a)
         return;
     json_decref(a->admitted);
     json_decref(a->per_team);
+    json_decref(a->warm);
     pthread_mutex_destroy(&a->lock);
     free(a);
 }
@@ -132,8 +141,8 @@ static bool drop(ctf_admission *a, const char *uid)
 }
 
 /* verdict decides whether one more instance fits for key (lock held). */
-static ctf_verdict verdict(const ctf_admission *a, const char *key, const char *team, char *msg,
-                           size_t size)
+static ctf_verdict verdict(const ctf_admission *a, const char *key, const char *team,
+                           bool from_pool, char *msg, size_t size)
 {
     if (team_count(a, key) >= a->max_per_team) {
         snprintf(msg, size,
@@ -142,7 +151,7 @@ static ctf_verdict verdict(const ctf_admission *a, const char *key, const char *
                  team, a->max_per_team);
         return CTF_ADMIT_TEAM_FULL;
     }
-    if (a->total >= a->max_instances) {
+    if (a->total + (from_pool ? 0 : a->warm_total) >= a->max_instances) {
         snprintf(msg, size,
                  "the CTF runs its maximum of %d instances (--max-instances); try again later",
                  a->max_instances);
@@ -151,7 +160,8 @@ static ctf_verdict verdict(const ctf_admission *a, const char *key, const char *
     return CTF_ADMIT_OK;
 }
 
-ctf_verdict ctf_admission_admit(ctf_admission *a, const json_t *chal, char *msg, size_t size)
+ctf_verdict ctf_admission_admit(ctf_admission *a, const json_t *chal, bool from_pool, char *msg,
+                                size_t size)
 {
     char key[CTF_TEAM_KEY_SIZE];
     const char *uid = kop_meta_uid(chal), *team = ctf_str2(chal, "spec", "team");
@@ -163,7 +173,7 @@ ctf_verdict ctf_admission_admit(ctf_admission *a, const json_t *chal, char *msg,
     pthread_mutex_lock(&a->lock);
     ctf_verdict v = CTF_ADMIT_OK;
     if (!json_object_get(a->admitted, uid)) {
-        v = verdict(a, key, team, msg, size);
+        v = verdict(a, key, team, from_pool, msg, size);
         if (v == CTF_ADMIT_OK && !add(a, uid, key)) {
             snprintf(msg, size, "out of memory admitting the instance");
             v = CTF_ADMIT_CTF_FULL;
@@ -183,7 +193,7 @@ ctf_verdict ctf_admission_check(ctf_admission *a, const char *ns, const char *te
         return CTF_ADMIT_TEAM_FULL;
     }
     pthread_mutex_lock(&a->lock);
-    ctf_verdict v = verdict(a, key, team, msg, size);
+    ctf_verdict v = verdict(a, key, team, true, msg, size);
     pthread_mutex_unlock(&a->lock);
     return v;
 }
@@ -206,6 +216,25 @@ int ctf_admission_count(ctf_admission *a, const char *ns, const char *team)
     n = team ? (team_key(ns, team, key, sizeof key) ? team_count(a, key) : 0) : a->total;
     pthread_mutex_unlock(&a->lock);
     return n;
+}
+
+void ctf_admission_set_warm(ctf_admission *a, const char *pool_key, int n)
+{
+    pthread_mutex_lock(&a->lock);
+    a->warm_total -= (int)json_integer_value(json_object_get(a->warm, pool_key));
+    if (n > 0 && json_object_set_new(a->warm, pool_key, json_integer(n)) == 0)
+        a->warm_total += n;
+    else
+        json_object_del(a->warm, pool_key);
+    pthread_mutex_unlock(&a->lock);
+}
+
+int ctf_admission_room(ctf_admission *a)
+{
+    pthread_mutex_lock(&a->lock);
+    int room = a->max_instances - a->total - a->warm_total;
+    pthread_mutex_unlock(&a->lock);
+    return room > 0 ? room : 0;
 }
 
 /* ---- the cache's view -------------------------------------------------------- */

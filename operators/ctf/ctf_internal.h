@@ -41,6 +41,7 @@ extern const kop_resource CTF_SECRETS;
 
 typedef struct ctf_admission ctf_admission;
 typedef struct ctf_applied ctf_applied;
+typedef struct ctf_pool ctf_pool;
 
 /* ctf_operator: settings from the command line, and the shared caches. */
 typedef struct ctf_operator {
@@ -54,6 +55,7 @@ typedef struct ctf_operator {
     kop_controller *ctl;
     ctf_admission *admission; /* the quotas, asked by the reconciler and the API */
     ctf_applied *applied;     /* what each instance was last applied as */
+    ctf_pool *pool;           /* the warm pools: their controller and the claims made */
     kop_informer *challenges, *definitions, *namespaces, *deployments, *pods, *services;
     kop_informer *endpointslices; /* of the instances' Services: is an endpoint ready? */
     kop_recorder *events;
@@ -71,6 +73,7 @@ typedef struct ctf_operator {
 #define CTF_INDEX_TEAM       "team"
 #define CTF_INDEX_REASON     "reason"
 #define CTF_INDEX_CHALLENGE  "challenge"
+#define CTF_INDEX_POOL       "pool" /* warm namespaces by their definition's name */
 
 /* ---- setup.c: the controller, its caches, indexes and watches ---- */
 
@@ -110,15 +113,24 @@ kop_informer_handler ctf_admission_handler(ctf_admission *a);
 
 /*
  * ctf_admission_admit admits chal if one more instance fits, and keeps it
- * admitted (asking again answers the same). Anything but CTF_ADMIT_OK
- * comes with msg (size bytes) saying why, for the Challenge's status.
+ * admitted (asking again answers the same). from_pool: chal will claim a
+ * warm instance, whose slot it takes. Anything but CTF_ADMIT_OK comes with
+ * msg (size bytes) saying why, for the Challenge's status.
  */
-ctf_verdict ctf_admission_admit(ctf_admission *a, const json_t *chal, char *msg, size_t size);
+ctf_verdict ctf_admission_admit(ctf_admission *a, const json_t *chal, bool from_pool, char *msg,
+                                size_t size);
 
 /* ctf_admission_check answers, admitting nothing, whether a new instance of
  * team (Challenges in ns) would fit; msg as above. */
 ctf_verdict ctf_admission_check(ctf_admission *a, const char *ns, const char *team, char *msg,
                                 size_t size);
+
+/* ctf_admission_set_warm records that the pool pool_key ("<namespace>/<definition>")
+ * holds n unclaimed warm instances, which count against --max-instances. */
+void ctf_admission_set_warm(ctf_admission *a, const char *pool_key, int n);
+
+/* ctf_admission_room returns how many more instances (warm or not) fit in --max-instances. */
+int ctf_admission_room(ctf_admission *a);
 
 /* ctf_admission_release frees uid's slot; true when it held one. */
 bool ctf_admission_release(ctf_admission *a, const char *uid);
@@ -187,6 +199,14 @@ void ctf_observe_error(ctf_observation *o, const char *reason, const char *fmt, 
 void ctf_observe_instance(ctf_operator *op, const json_t *chal, const json_t *def, const char *ns,
                           ctf_observation *o);
 
+/*
+ * ctf_instance_ready: the instance in namespace ns answers (the Running
+ * rule above), with its endpoints in o->endpoints (replaced); false with o
+ * set to Error when a container cannot start, false and o untouched but its
+ * endpoints while it is starting.
+ */
+bool ctf_instance_ready(ctf_operator *op, const json_t *def, const char *ns, ctf_observation *o);
+
 /* ctf_created_at returns chal's creation time (now when it has none). */
 time_t ctf_created_at(const json_t *chal);
 
@@ -213,5 +233,77 @@ KOP_NODISCARD kop_err ctf_team_flag(ctf_operator *op, const json_t *def, const c
 KOP_NODISCARD kop_err ctf_write_status(ctf_operator *op, const kop_reconcile *req,
                                        const json_t *chal, const ctf_observation *o, const char *ns,
                                        time_t expires);
+
+/* ---- reconcile.c ---- */
+
+/*
+ * ctf_apply_built applies an instance's children (built by instance.c)
+ * unless the caches show they are what was applied last for key (a
+ * Challenge's or a warm instance's uid: applied.c). A refusal by the
+ * cluster fills o (Error) and returns KOP_OK; *applied (may be NULL) says
+ * whether this call wrote.
+ */
+KOP_NODISCARD kop_err ctf_apply_built(ctf_operator *op, const char *key, json_t *children,
+                                      ctf_observation *o, const kop_reconcile *req, bool *applied);
+
+/* ---- pool.c: warm pools ---- */
+
+/* ctf_place: where a Challenge's instance lives. */
+typedef enum ctf_place {
+    CTF_PLACE_UNDECIDED = 0, /* not decided yet: ask ctf_pool_claim */
+    CTF_PLACE_FRESH,         /* its own namespace, named from the Challenge */
+    CTF_PLACE_POOLED,        /* a warm instance it claimed */
+} ctf_place;
+
+/*
+ * ctf_setup_pool adds the pool controller (keyed by ChallengeDefinition),
+ * its index, watches, metrics and claim records. After ctf_setup_controller.
+ */
+KOP_NODISCARD kop_err ctf_setup_pool(ctf_operator *op, kop_status *st);
+
+/* ctf_pool_free frees the claim records (after the manager stopped). */
+void ctf_pool_free(ctf_pool *p);
+
+/*
+ * ctf_pool_place tells where chal's instance lives, from the claims this
+ * process made and the caches; ns (size >= CTF_NAMESPACE_SIZE) gets the
+ * namespace (the fresh one's name for CTF_PLACE_FRESH and UNDECIDED), id
+ * (size > CTF_POOL_ID_LEN) the warm instance's id for CTF_PLACE_POOLED.
+ */
+ctf_place ctf_pool_place(ctf_operator *op, const json_t *chal, char *ns, size_t size, char *id,
+                         size_t id_size);
+
+/*
+ * ctf_pool_claim decides an undecided chal's place: it claims a Ready,
+ * unclaimed warm instance of def (one conditional write of its Namespace's
+ * labels: of two claimers exactly one wins) or, with none, fresh. The
+ * decision is kept until ctf_pool_forget. ns and id as ctf_pool_place.
+ * KOP_OK with *place set; an apiserver error (retry) otherwise.
+ */
+KOP_NODISCARD kop_err ctf_pool_claim(ctf_operator *op, const kop_reconcile *req, const json_t *chal,
+                                     const json_t *def, char *ns, size_t size, char *id,
+                                     size_t id_size, ctf_place *place);
+
+/*
+ * ctf_pool_build_warm builds warm instance id of def as the pool applies it
+ * (ctf_build_pooled_children with no Challenge and the warm flag: a static
+ * one, or "" for a dynamic one). *out owned.
+ */
+KOP_NODISCARD kop_err ctf_pool_build_warm(ctf_operator *op, const json_t *def, const char *id,
+                                          json_t **out, kop_status *st);
+
+/* ctf_pool_wanted: def asks for a warm pool (a claim may take a warm slot). */
+bool ctf_pool_wanted(const json_t *def);
+
+/*
+ * ctf_pool_refresh_flag makes the kubelet rewrite the flag file of the
+ * running pods in ns now (an annotation on each pod: a pod update makes it
+ * remount its Secret volumes) rather than at its next periodic sync.
+ */
+void ctf_pool_refresh_flag(ctf_operator *op, const kop_reconcile *req, const json_t *chal,
+                           const char *ns);
+
+/* ctf_pool_forget drops the claim record of the Challenge uid (its finalizer ran). */
+void ctf_pool_forget(ctf_operator *op, const char *uid);
 
 #endif /* CTF_INTERNAL_H */

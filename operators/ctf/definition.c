@@ -378,5 +378,7 @@ kop_err ctf_validate_definition(const json_t *def, kop_status *st)
         err = ctf_lifetime_parse(spec, NULL, st);
     if (!err)
         err = check_settings(spec, st);
+    if (!err)
+        err = ctf_pool_parse(def, NULL, st);
     return err;
 }

@@ -42,8 +42,10 @@ static const char *const PRIVATE_V6[] = {"fc00::/7", "fe80::/10", "::1/128"};
 struct inst {
     const ctf_config *cfg;
     const json_t *spec;       /* the definition's spec, validated */
-    const json_t *challenge;  /* the Challenge */
-    json_t *labels;           /* ctf_instance_labels, owned */
+    const json_t *challenge;  /* the Challenge (a pool's warm instance: NULL until claimed) */
+    json_t *labels;           /* ctf_instance_labels (a pool's: pool_labels), owned */
+    json_t *claim_labels;     /* a claimed warm instance: ctf_instance_labels, owned */
+    ctf_flag_delivery flag;   /* how the pods see the flag */
     char ns[CTF_NAMESPACE_SIZE];
 };
 
@@ -87,6 +89,10 @@ static json_t *namespace_object(const struct inst *in)
 {
     const char *uid = kop_meta_uid(in->challenge);
     json_t *labels = labels_for(in, NULL);
+    if (labels && in->claim_labels && json_object_update(labels, in->claim_labels) != 0) {
+        json_decref(labels);
+        return NULL;
+    }
     if (!labels || json_object_set_new(labels, "pod-security.kubernetes.io/enforce",
                                        json_string("restricted")) != 0 ||
         json_object_set_new(labels, "pod-security.kubernetes.io/enforce-version",
@@ -234,13 +240,13 @@ static bool network_policies(const struct inst *in, json_t *out)
     return ok;
 }
 
-static json_t *deployment_object(const struct inst *in, const json_t *pod, bool with_flag)
+static json_t *deployment_object(const struct inst *in, const json_t *pod)
 {
     const char *name = json_string_value(json_object_get(pod, "name"));
     const json_t *replicas = json_object_get(pod, "replicas");
     json_t *tmpl = json_deep_copy(json_object_get(pod, "template"));
 
-    if (!tmpl || ctf_harden_pod_spec(tmpl, json_object_get(in->spec, "security"), with_flag) ||
+    if (!tmpl || ctf_harden_pod_spec(tmpl, json_object_get(in->spec, "security"), in->flag) ||
         !ctf_default_probes(in->spec, name, tmpl)) {
         json_decref(tmpl);
         return NULL;
@@ -364,7 +370,7 @@ static bool children(const struct inst *in, const char *flag, json_t *out)
          network_policies(in, out);
     json_array_foreach(pods, i, v)
     {
-        ok = ok && ctf_push(out, deployment_object(in, v, flag != NULL));
+        ok = ok && ctf_push(out, deployment_object(in, v));
     }
     json_array_foreach(expose, i, v)
     {
@@ -384,11 +390,27 @@ static bool children(const struct inst *in, const char *flag, json_t *out)
     return ok;
 }
 
+/* build makes every object of the instance in describes; in->labels is freed. */
+static kop_err build(struct inst *in, const char *flag, json_t **out, kop_status *st)
+{
+    json_t *list = json_array();
+    kop_err err = KOP_OK;
+    if (!list || !in->labels || !children(in, flag, list)) {
+        kop_status_setf(st, 0, NULL, "Out of memory building the instance.");
+        err = KOP_ENOMEM;
+        json_decref(list);
+        list = NULL;
+    }
+    *out = list;
+    json_decref(in->labels);
+    json_decref(in->claim_labels);
+    return err;
+}
+
 kop_err ctf_build_children(const ctf_config *cfg, const json_t *def, const json_t *challenge,
                            const char *flag, json_t **out, kop_status *st)
 {
     struct inst in = {.cfg = cfg, .spec = json_object_get(def, "spec"), .challenge = challenge};
-    json_t *list = NULL;
     kop_err err;
 
     if (!out)
@@ -396,6 +418,7 @@ kop_err ctf_build_children(const ctf_config *cfg, const json_t *def, const json_
     *out = NULL;
     if (!cfg)
         return KOP_EINVAL;
+    in.flag = flag ? CTF_FLAG_ENV_AND_FILE : CTF_FLAG_NONE;
     err = ctf_validate_definition(def, st);
     if (!err)
         err = ctf_instance_labels(challenge, &in.labels, st);
@@ -403,20 +426,54 @@ kop_err ctf_build_children(const ctf_config *cfg, const json_t *def, const json_
         err = ctf_instance_namespace(kop_meta_namespace(challenge),
                                      ctf_str2(challenge, "spec", "definition"),
                                      ctf_str2(challenge, "spec", "team"), in.ns, sizeof in.ns);
-    if (err)
-        goto out;
-    list = json_array();
-    if (!list || !children(&in, flag, list)) {
-        kop_status_setf(st, 0, NULL, "Out of memory building the instance.");
-        err = KOP_ENOMEM;
-        goto out;
+    if (err) {
+        json_decref(in.labels);
+        return err;
     }
-    *out = list;
-    list = NULL;
-out:
-    json_decref(list);
-    json_decref(in.labels);
-    return err;
+    return build(&in, flag, out, st);
+}
+
+/* ---- warm pools ----------------------------------------------------------- */
+
+/* pool_labels returns the labels of every object of warm instance id of def. */
+static json_t *pool_labels(const json_t *def, const char *id)
+{
+    return json_pack("{s:s, s:s, s:s, s:s}", CTF_LABEL_MANAGED_BY, CTF_MANAGED_BY,
+                     CTF_LABEL_DEFINITION, kop_meta_name(def), CTF_LABEL_POOL, id,
+                     CTF_LABEL_POOL_NS, kop_meta_namespace(def));
+}
+
+kop_err ctf_build_pooled_children(const ctf_config *cfg, const json_t *def, const char *id,
+                                  const json_t *challenge, const char *flag, json_t **out,
+                                  kop_status *st)
+{
+    struct inst in = {.cfg = cfg, .spec = json_object_get(def, "spec"), .challenge = challenge};
+    const char *ignored;
+    kop_err err;
+
+    if (!out)
+        return KOP_EINVAL;
+    *out = NULL;
+    if (!cfg)
+        return KOP_EINVAL;
+    in.flag = !flag                                          ? CTF_FLAG_NONE
+              : ctf_flag_secret_ref(def, &ignored, &ignored) ? CTF_FLAG_FILE
+                                                             : CTF_FLAG_ENV_AND_FILE;
+    err = ctf_validate_definition(def, st);
+    if (!err && (!kop_meta_is_valid_label_value(kop_meta_name(def)) ||
+                 !kop_meta_is_valid_label_value(kop_meta_namespace(def))))
+        err = ctf_invalid(st, "The definition's name and namespace must be label values.");
+    if (!err && ctf_pool_namespace(kop_meta_namespace(def), kop_meta_name(def), id, in.ns,
+                                   sizeof in.ns) != KOP_OK)
+        err = ctf_invalid(st, "The warm instance's id must be %d hex digits.", CTF_POOL_ID_LEN);
+    if (!err && challenge)
+        err = ctf_instance_labels(challenge, &in.claim_labels, st);
+    if (err) {
+        json_decref(in.claim_labels);
+        return err;
+    }
+    in.labels = pool_labels(def, id);
+    return build(&in, flag, out, st);
 }
 
 /* ---- endpoints ---------------------------------------------------------- */

@@ -40,6 +40,12 @@
 #define CTF_LABEL_CHALLENGE_NS     "ctf.kopc.io/challenge-namespace"
 #define CTF_LABEL_POD              "ctf.kopc.io/pod"
 #define CTF_ANNOTATION_CHALLENGE_UID "ctf.kopc.io/challenge-uid"
+/* A warm pool's instance (pool.c): its id, and its definition's namespace.
+ * Once a Challenge claims it, its Namespace also carries the labels above
+ * that name the Challenge, and the Challenge's uid annotation. */
+#define CTF_LABEL_POOL    "ctf.kopc.io/pool"
+#define CTF_LABEL_POOL_NS "ctf.kopc.io/pool-namespace"
+#define CTF_POOL_ID_LEN   10 /* hex digits of a warm instance's random id */
 
 /* How often the default readiness probe (a TCP connect to the exposed port)
  * runs: what bounds the delay between a program listening and Running. */
@@ -159,6 +165,13 @@ KOP_NODISCARD kop_err ctf_flag(const json_t *def, const char *definition_name, c
  */
 KOP_NODISCARD kop_err ctf_instance_labels(const json_t *challenge, json_t **out, kop_status *st);
 
+/* ctf_flag_delivery: how the pods see the flag Secret. */
+typedef enum ctf_flag_delivery {
+    CTF_FLAG_NONE = 0,         /* no flag: nothing injected */
+    CTF_FLAG_ENV_AND_FILE = 1, /* env FLAG and the file /flag/flag */
+    CTF_FLAG_FILE = 2,         /* the file only: it changes under a running pod, env cannot */
+} ctf_flag_delivery;
+
 /*
  * ctf_harden_pod_spec hardens a pod spec (a copy the caller owns) in place,
  * keeping every field it does not need to change:
@@ -177,14 +190,17 @@ KOP_NODISCARD kop_err ctf_instance_labels(const json_t *challenge, json_t **out,
  *    seccompProfile other than RuntimeDefault/Localhost replaced by
  *    RuntimeDefault, and resources (requests cpu 50m memory 64Mi, limits cpu
  *    500m memory 256Mi) when it sets neither requests nor limits;
- *  - with_flag: env FLAG from secretKeyRef flag/flag (first, replacing any
- *    FLAG of the template) and the volume "flag" (Secret flag, key flag to
- *    path flag, mode 0444) mounted read-only at /flag in every container;
+ *  - flag CTF_FLAG_ENV_AND_FILE: env FLAG from secretKeyRef flag/flag
+ *    (first, replacing any FLAG of the template) and the volume "flag"
+ *    (Secret flag, key flag to path flag, mode 0444) mounted read-only at
+ *    /flag in every container; CTF_FLAG_FILE: the volume only, and any FLAG
+ *    of the template removed;
  *  - runtimeClassName from security.runtimeClassName.
  * security is the definition's spec.security (may be NULL). Returns KOP_OK,
  * KOP_EINVAL when spec is not an object, KOP_ENOMEM.
  */
-KOP_NODISCARD kop_err ctf_harden_pod_spec(json_t *spec, const json_t *security, bool with_flag);
+KOP_NODISCARD kop_err ctf_harden_pod_spec(json_t *spec, const json_t *security,
+                                          ctf_flag_delivery flag);
 
 /*
  * ctf_build_children returns in *out a new array of every object of the
@@ -211,6 +227,66 @@ KOP_NODISCARD kop_err ctf_harden_pod_spec(json_t *spec, const json_t *security, 
 KOP_NODISCARD kop_err ctf_build_children(const ctf_config *cfg, const json_t *def,
                                          const json_t *challenge, const char *flag, json_t **out,
                                          kop_status *st);
+
+/* ---- warm pools ------------------------------------------------------------- */
+
+/*
+ * ctf_pool_spec: a definition's spec.pool. min instances are kept warm
+ * (built, Ready, claimed by no one); with autoscale the pool may grow up to
+ * max with demand (ctf_pool_target). A definition without spec.pool, or
+ * with min and max 0, has no pool.
+ */
+typedef struct ctf_pool_spec {
+    int min, max;
+    bool autoscale;
+} ctf_pool_spec;
+
+#define CTF_POOL_MAX 1000 /* the schema's bound on spec.pool.min and max */
+
+/*
+ * ctf_pool_parse reads def's spec.pool into *out (all zero without one).
+ * KOP_EINVAL explained in st when min or max is not an integer in
+ * [0, CTF_POOL_MAX], min > max, or autoscale not a boolean.
+ */
+KOP_NODISCARD kop_err ctf_pool_parse(const json_t *def, ctf_pool_spec *out, kop_status *st);
+
+/* ctf_pool_enabled: the definition asks for warm instances (max > 0). */
+bool ctf_pool_enabled(const ctf_pool_spec *p);
+
+/*
+ * ctf_pool_target returns how many unclaimed warm instances to keep: min
+ * without autoscale; with it, min plus the requests (claims, and requests
+ * the pool could not serve) of the last CTF_POOL_WINDOW_S seconds, capped
+ * at max: the pool holds what the last window asked for, and shrinks back
+ * to min as a quiet window slides by.
+ */
+#define CTF_POOL_WINDOW_S 300
+int ctf_pool_target(const ctf_pool_spec *p, int recent_requests);
+
+/*
+ * ctf_pool_namespace writes the namespace name of warm instance id (hex,
+ * CTF_POOL_ID_LEN) of definition in def_ns, like ctf_instance_namespace
+ * with the team "pool:<id>", which no team can be (':' is not allowed in a
+ * label value). KOP_EINVAL for a bad argument or size.
+ */
+KOP_NODISCARD kop_err ctf_pool_namespace(const char *def_ns, const char *definition, const char *id,
+                                         char *out, size_t size);
+
+/*
+ * ctf_build_pooled_children returns, like ctf_build_children, every object
+ * of warm instance id of def, in namespace ctf_pool_namespace. Every object
+ * carries the pool's labels (managed-by, definition, pool, pool-namespace)
+ * instead of a team's, so nothing but the Namespace changes when a team
+ * claims it: challenge (NULL while warm) is the claiming Challenge, whose
+ * labels (ctf_instance_labels) and uid annotation go on the Namespace only.
+ * flag: NULL when the definition has none; a static flag is delivered as
+ * ctf_build_children does; a dynamic one by file only (CTF_FLAG_FILE), ""
+ * while warm, the team's once claimed: the kubelet refreshes the file in a
+ * running pod. KOP_EINVAL explained in st, KOP_ENOMEM.
+ */
+KOP_NODISCARD kop_err ctf_build_pooled_children(const ctf_config *cfg, const json_t *def,
+                                                const char *id, const json_t *challenge,
+                                                const char *flag, json_t **out, kop_status *st);
 
 /*
  * ctf_endpoints computes status.endpoints of an instance in namespace ns from

@@ -145,6 +145,8 @@ int main(int argc, char **argv)
     if (!err)
         err = ctf_setup_controller(&op, &st);
     if (!err)
+        err = ctf_setup_pool(&op, &st);
+    if (!err)
         err = ctf_api_new(&op, &ao, &api, &st);
     if (!err)
         err = ctf_api_start(api, &st);
@@ -165,5 +167,6 @@ int main(int argc, char **argv)
     kop_manager_free(op.mgr);
     ctf_admission_free(op.admission);
     ctf_applied_free(op.applied);
+    ctf_pool_free(op.pool);
     return err ? 1 : 0;
 }

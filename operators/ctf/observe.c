@@ -141,23 +141,32 @@ static bool services_ready(ctf_operator *op, const json_t *def, const char *ns)
     return all;
 }
 
-/* observe_instance decides Running, Pending or a failure from the caches. */
-void ctf_observe_instance(ctf_operator *op, const json_t *chal, const json_t *def, const char *ns,
-                          ctf_observation *o)
+bool ctf_instance_ready(ctf_operator *op, const json_t *def, const char *ns, ctf_observation *o)
 {
     json_t *services = NULL;
     bool complete = false;
     if (pod_failure(op, ns, o))
-        return;
+        return false;
+    json_decref(o->endpoints);
+    o->endpoints = NULL;
     if (kop_informer_list(op->services, ns, &services) == KOP_OK &&
         ctf_endpoints(&op->instance, def, ns, services, &o->endpoints, &complete) != KOP_OK)
         complete = false;
     json_decref(services);
-    if (complete && deployments_available(op, def, ns) && services_ready(op, def, ns)) {
+    return complete && deployments_available(op, def, ns) && services_ready(op, def, ns);
+}
+
+/* observe_instance decides Running, Pending or a failure from the caches. */
+void ctf_observe_instance(ctf_operator *op, const json_t *chal, const json_t *def, const char *ns,
+                          ctf_observation *o)
+{
+    if (ctf_instance_ready(op, def, ns, o)) {
         o->phase = CTF_STATUS_RUNNING;
         snprintf(o->message, sizeof o->message, "instance running");
         return;
     }
+    if (o->reason)
+        return; /* a container that cannot start */
     ctf_lifetime lt;
     int64_t timeout_ms = 5 * 60 * 1000;
     if (ctf_lifetime_parse(json_object_get(def, "spec"), &lt, NULL) == KOP_OK)

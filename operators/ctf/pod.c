@@ -47,7 +47,7 @@ static bool has_entries(const json_t *obj)
     return json_is_object(obj) && json_object_size(obj) > 0;
 }
 
-static bool harden_container(json_t *c, bool read_only, bool with_flag)
+static bool harden_container(json_t *c, bool read_only, ctf_flag_delivery flag)
 {
     json_t *sc = ctf_child(c, "securityContext");
     if (!sc)
@@ -72,25 +72,29 @@ static bool harden_container(json_t *c, bool read_only, bool with_flag)
              ctf_put(res, "limits", json_pack("{s:s, s:s}", "cpu", "500m", "memory", "256Mi"));
     }
 
-    if (ok && with_flag) {
+    if (ok && flag != CTF_FLAG_NONE) {
         json_t *env = ctf_child_array(c, "env");
         json_t *mounts = ctf_child_array(c, "volumeMounts");
         ok = env && mounts;
         if (ok) {
+            /* A template's own FLAG never stands in for the flag: with
+             * delivery by file only (a warm pool's), env has none at all. */
             ctf_remove_named(env, CTF_FLAG_ENV);
             ctf_remove_named(mounts, CTF_FLAG_SECRET);
-            ok = json_array_insert_new(env, 0,
-                                       json_pack("{s:s, s:{s:{s:s, s:s}}}", "name", CTF_FLAG_ENV,
-                                                 "valueFrom", "secretKeyRef", "name",
-                                                 CTF_FLAG_SECRET, "key", CTF_FLAG_KEY)) == 0 &&
-                 ctf_push(mounts, json_pack("{s:s, s:s, s:b}", "name", CTF_FLAG_SECRET, "mountPath",
-                                            CTF_FLAG_MOUNT_PATH, "readOnly", 1));
+            if (flag == CTF_FLAG_ENV_AND_FILE)
+                ok =
+                    json_array_insert_new(env, 0,
+                                          json_pack("{s:s, s:{s:{s:s, s:s}}}", "name", CTF_FLAG_ENV,
+                                                    "valueFrom", "secretKeyRef", "name",
+                                                    CTF_FLAG_SECRET, "key", CTF_FLAG_KEY)) == 0;
+            ok = ok && ctf_push(mounts, json_pack("{s:s, s:s, s:b}", "name", CTF_FLAG_SECRET,
+                                                  "mountPath", CTF_FLAG_MOUNT_PATH, "readOnly", 1));
         }
     }
     return ok;
 }
 
-kop_err ctf_harden_pod_spec(json_t *spec, const json_t *security, bool with_flag)
+kop_err ctf_harden_pod_spec(json_t *spec, const json_t *security, ctf_flag_delivery flag)
 {
     static const char *const lists[] = {"initContainers", "containers"};
     const char *runtime_class = json_string_value(json_object_get(security, "runtimeClassName"));
@@ -114,10 +118,10 @@ kop_err ctf_harden_pod_spec(json_t *spec, const json_t *security, bool with_flag
         json_array_foreach(json_object_get(spec, lists[l]), i, c)
         {
             if (json_is_object(c))
-                ok = ok && harden_container(c, read_only, with_flag);
+                ok = ok && harden_container(c, read_only, flag);
         }
     }
-    if (ok && with_flag) {
+    if (ok && flag != CTF_FLAG_NONE) {
         json_t *volumes = ctf_child_array(spec, "volumes");
         ok = volumes != NULL;
         if (ok) {

@@ -81,11 +81,12 @@ static void instance_namespace(const json_t *chal, char *out, size_t size)
         out[0] = '\0';
 }
 
-/* admit asks the admission for chal; false with o filled when refused. */
-static bool admit(ctf_operator *op, const json_t *chal, ctf_observation *o)
+/* admit asks the admission for chal (from_pool: it may take a warm instance's slot); false
+ * with o filled when refused. */
+static bool admit(ctf_operator *op, const json_t *chal, bool from_pool, ctf_observation *o)
 {
     char msg[sizeof o->message];
-    if (ctf_admission_admit(op->admission, chal, msg, sizeof msg) == CTF_ADMIT_OK)
+    if (ctf_admission_admit(op->admission, chal, from_pool, msg, sizeof msg) == CTF_ADMIT_OK)
         return true;
     ctf_observe_error(o, CTF_REASON_QUOTA, "%s", msg);
     return false;
@@ -237,10 +238,13 @@ static kop_result finalize(ctf_operator *op, const kop_reconcile *req, json_t *c
     ctf_observation o = {.phase = CTF_STATUS_TERMINATING};
     kop_client *c = kop_manager_client(op->mgr);
 
+    char id[CTF_POOL_ID_LEN + 1];
     ctf_applied_forget(op->applied, kop_meta_uid(chal)); /* nothing is applied any more */
     if (!kop_meta_has_finalizer(chal, CTF_FINALIZER))
         return KOP_DONE;
     instance_namespace(chal, ns, sizeof ns);
+    if (ns[0])
+        (void)ctf_pool_place(op, chal, ns, sizeof ns, id, sizeof id); /* a claimed warm one? */
 
     /* While the instance's namespace exists: Terminating, and delete it. */
     kop_err err = ns[0] ? kop_get(c, &CTF_NAMESPACES, NULL, ns, &nsobj, &st) : KOP_ENOTFOUND;
@@ -276,6 +280,7 @@ static kop_result finalize(ctf_operator *op, const kop_reconcile *req, json_t *c
     err = update_finalizers(op, chal, false, NULL, &st);
     if (err && err != KOP_ENOTFOUND)
         return KOP_RETRY;
+    ctf_pool_forget(op, kop_meta_uid(chal));
     /* The slot went when the deletion began (admission.c); tell the waiting. */
     wake_refused(op);
     return KOP_DONE;
@@ -377,39 +382,153 @@ static kop_err apply_children(ctf_operator *op, json_t *children, int64_t *gener
 }
 
 /*
- * apply_instance applies every child, unless they are what was applied last
- * (applied.c); false with o filled on a refusal. A full apply that went
- * through is recorded, so the passes that follow (woken by the children's
- * own events, by readiness) write nothing.
+ * ctf_apply_built applies every child, unless they are what was applied
+ * last (applied.c); on a refusal o is filled and KOP_OK returned. A full
+ * apply that went through is recorded, so the passes that follow (woken by
+ * the children's own events, by readiness) write nothing; *applied says
+ * whether this pass wrote.
  */
+kop_err ctf_apply_built(ctf_operator *op, const char *key, json_t *children, ctf_observation *o,
+                        const kop_reconcile *req, bool *applied)
+{
+    char digest[CTF_DIGEST_HEX] = "";
+    int64_t now = kop_mono_ms(), generations = 0;
+    long wait_ms = 0;
+    kop_err err = KOP_OK;
+    ctf_applied_verdict v = CTF_APPLY;
+    if (applied)
+        *applied = false;
+    if (ctf_applied_digest(children, digest) == KOP_OK) {
+        ctf_applied_seen seen = see_children(op, children);
+        v = ctf_applied_decide(op->applied, key, digest, &seen, now, &wait_ms);
+    }
+    if (v == CTF_APPLY_WAIT)
+        o->requeue_ms = min_positive(o->requeue_ms, wait_ms);
+    if (v == CTF_APPLY) {
+        ctf_applied_forget(op->applied, key);
+        err = apply_children(op, children, &generations, o, req);
+        if (!err && !o->reason && digest[0])
+            ctf_applied_record(op->applied, key, digest, generations, now);
+        if (applied)
+            *applied = !err && !o->reason;
+    }
+    return err;
+}
+
+/* apply_instance builds chal's fresh instance and applies it (ctf_apply_built). */
 static kop_err apply_instance(ctf_operator *op, const json_t *chal, const json_t *def,
                               const char *flag, ctf_observation *o, const kop_reconcile *req)
 {
     kop_status st;
     json_t *children = NULL;
-    char digest[CTF_DIGEST_HEX] = "";
-    int64_t now = kop_mono_ms(), generations = 0;
-    long wait_ms = 0;
     kop_err err = ctf_build_children(&op->instance, def, chal, flag, &children, &st);
     if (err) {
         ctf_observe_error(o, "InvalidDefinition", "%s", st.message);
         return KOP_OK;
     }
-    ctf_applied_verdict v = CTF_APPLY;
-    if (ctf_applied_digest(children, digest) == KOP_OK) {
-        ctf_applied_seen seen = see_children(op, children);
-        v = ctf_applied_decide(op->applied, kop_meta_uid(chal), digest, &seen, now, &wait_ms);
-    }
-    if (v == CTF_APPLY_WAIT)
-        o->requeue_ms = min_positive(o->requeue_ms, wait_ms);
-    if (v == CTF_APPLY) {
-        ctf_applied_forget(op->applied, kop_meta_uid(chal));
-        err = apply_children(op, children, &generations, o, req);
-        if (!err && !o->reason && digest[0])
-            ctf_applied_record(op->applied, kop_meta_uid(chal), digest, generations, now);
-    }
+    err = ctf_apply_built(op, kop_meta_uid(chal), children, o, req, NULL);
     json_decref(children);
     return err;
+}
+
+/*
+ * apply_claim_delta: the first pass after a claim applies only the children
+ * the claim changes (the Namespace's labels, the flag Secret) when the
+ * caches show the warm instance as the pool applied it: the rest are that
+ * already, and a claim is then a few writes, not an instance's worth.
+ * *done says it did; otherwise the caller applies everything.
+ */
+static kop_err apply_claim_delta(ctf_operator *op, const json_t *chal, const json_t *def,
+                                 const char *ns, const char *id, json_t *children,
+                                 ctf_observation *o, const kop_reconcile *req, bool *done)
+{
+    kop_status st;
+    json_t *warm = NULL, *delta = NULL;
+    char warm_digest[CTF_DIGEST_HEX], digest[CTF_DIGEST_HEX];
+    int64_t now = kop_mono_ms(), unused = 0;
+    long wait_ms = 0;
+    kop_err err = KOP_OK;
+    *done = false;
+    if (ctf_pool_build_warm(op, def, id, &warm, &st) != KOP_OK ||
+        json_array_size(warm) != json_array_size(children) ||
+        ctf_applied_digest(warm, warm_digest) != KOP_OK ||
+        ctf_applied_digest(children, digest) != KOP_OK)
+        goto out;
+    ctf_applied_seen seen = see_children(op, warm);
+    if (ctf_applied_decide(op->applied, ns, warm_digest, &seen, now, &wait_ms) != CTF_APPLY_SKIP)
+        goto out;
+    delta = json_array();
+    for (size_t i = 0; delta && i < json_array_size(children); i++)
+        if (!json_equal(json_array_get(children, i), json_array_get(warm, i)))
+            json_array_append(delta, json_array_get(children, i));
+    if (!delta)
+        goto out;
+    err = apply_children(op, delta, &unused, o, req);
+    if (!err && !o->reason) {
+        ctf_applied_record(op->applied, kop_meta_uid(chal), digest, seen.generations, now);
+        ctf_applied_forget(op->applied, ns); /* the pool's record: the Challenge's now */
+        *done = true;
+    }
+out:
+    json_decref(delta);
+    json_decref(warm);
+    return err;
+}
+
+/*
+ * apply_pooled applies the warm instance id that chal claimed, in namespace
+ * ns: its Namespace now names the Challenge, and its flag Secret holds the
+ * team's flag. When that changed the flag, the pods are touched so the
+ * kubelet rewrites /flag/flag now.
+ */
+static kop_err apply_pooled(ctf_operator *op, const json_t *chal, const json_t *def, const char *ns,
+                            const char *id, const char *flag, ctf_observation *o,
+                            const kop_reconcile *req)
+{
+    kop_status st;
+    json_t *children = NULL;
+    bool applied = false;
+    const char *ignored;
+    kop_err err = ctf_build_pooled_children(&op->instance, def, id, chal, flag, &children, &st);
+    if (err) {
+        ctf_observe_error(o, "InvalidDefinition", "%s", st.message);
+        return KOP_OK;
+    }
+    err = apply_claim_delta(op, chal, def, ns, id, children, o, req, &applied);
+    if (!err && !applied && !o->reason)
+        err = ctf_apply_built(op, kop_meta_uid(chal), children, o, req, &applied);
+    json_decref(children);
+    if (!err && applied && ctf_flag_secret_ref(def, &ignored, &ignored))
+        ctf_pool_refresh_flag(op, req, chal, ns);
+    return err;
+}
+
+/* namespace_going: the cache shows namespace ns being deleted. */
+static bool namespace_going(ctf_operator *op, const char *ns)
+{
+    json_t *n = NULL;
+    bool going =
+        kop_informer_dup(op->namespaces, NULL, ns, &n) == KOP_OK && kop_meta_is_deleting(n);
+    json_decref(n);
+    return going;
+}
+
+/*
+ * place_instance decides where chal's instance lives (ns, id): a warm one
+ * it claimed, or its own. Admission comes first: a claim takes a warm
+ * instance's slot, so a Challenge of a pooled definition only needs the
+ * Challenges to fit. false with o filled when refused.
+ */
+static kop_err place_instance(ctf_operator *op, const kop_reconcile *req, const json_t *chal,
+                              const json_t *def, char *ns, size_t size, char *id, size_t id_size,
+                              ctf_place *place, ctf_observation *o)
+{
+    *place = ctf_pool_place(op, chal, ns, size, id, id_size);
+    if (!admit(op, chal, *place == CTF_PLACE_POOLED || ctf_pool_wanted(def), o))
+        return KOP_OK;
+    if (*place == CTF_PLACE_UNDECIDED)
+        return ctf_pool_claim(op, req, chal, def, ns, size, id, id_size, place);
+    return KOP_OK;
 }
 
 /* ---- reconcile ------------------------------------------------------------------ */
@@ -450,7 +569,8 @@ kop_result ctf_reconcile(const kop_reconcile *req, void *user)
     kop_status st;
     json_t *chal = NULL, *def = NULL;
     char *flag = NULL;
-    char ns[64] = "";
+    char ns[64] = "", id[CTF_POOL_ID_LEN + 1] = "";
+    ctf_place place = CTF_PLACE_UNDECIDED;
     ctf_observation o = {.phase = CTF_STATUS_PENDING};
     time_t expires = 0;
     kop_result res = KOP_DONE;
@@ -493,15 +613,33 @@ kop_result ctf_reconcile(const kop_reconcile *req, void *user)
         o.requeue_ms = (long)(left * 1000) + 500;
     }
 
-    /* Admission, then the instance itself. */
+    /* Admission, then the instance itself: a warm one claimed, or its own. */
     instance_namespace(chal, ns, sizeof ns);
     if (!ns[0]) {
         ctf_observe_error(&o, "InvalidDefinition", "cannot name the instance's namespace");
         goto status;
     }
-    if (!admit(op, chal, &o)) {
+    if (place_instance(op, req, chal, def, ns, sizeof ns, id, sizeof id, &place, &o) != KOP_OK) {
+        res = KOP_RETRY;
+        goto out;
+    }
+    if (o.reason) {
         ns[0] = '\0'; /* refused: it has no instance */
         goto status;
+    }
+    if (place == CTF_PLACE_POOLED) {
+        if (namespace_going(op, ns)) { /* deleted under it: made again once gone */
+            snprintf(o.message, sizeof o.message, "waiting for namespace %s to be removed", ns);
+            o.requeue_ms = NS_WAIT_MS;
+            goto status;
+        }
+        if (!read_flag(op, chal, def, &flag, &o))
+            goto status;
+        if (apply_pooled(op, chal, def, ns, id, flag, &o, req) != KOP_OK) {
+            res = KOP_RETRY;
+            goto out;
+        }
+        goto observe;
     }
     json_t *existing = NULL;
     if (kop_informer_dup(op->namespaces, NULL, ns, &existing) == KOP_OK) {
@@ -527,6 +665,7 @@ kop_result ctf_reconcile(const kop_reconcile *req, void *user)
         res = KOP_RETRY;
         goto out;
     }
+observe:
     if (!o.reason) {
         long expiry_ms = o.requeue_ms;
         ctf_observe_instance(op, chal, def, ns, &o);

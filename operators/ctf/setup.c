@@ -25,14 +25,30 @@ static void by_definition(const json_t *def, kop_emit_fn emit, void *ctx, void *
     json_decref(chals);
 }
 
-/* by_labels maps an instance's child to its Challenge through its labels. */
+/*
+ * by_labels maps an instance's child to its Challenge through its labels.
+ * The children of a claimed warm instance keep the pool's labels (changing
+ * a pod template's labels would restart its pods): their namespace, whose
+ * labels the claim wrote, names the Challenge.
+ */
 static void by_labels(const json_t *obj, kop_emit_fn emit, void *ctx, void *user)
 {
-    (void)user;
-    const char *ns = kop_meta_label(obj, "ctf.kopc.io/challenge-namespace");
-    const char *name = kop_meta_label(obj, "ctf.kopc.io/challenge");
+    ctf_operator *op = user;
+    json_t *nsobj = NULL;
+    const char *ns = kop_meta_label(obj, CTF_LABEL_CHALLENGE_NS);
+    const char *name = kop_meta_label(obj, CTF_LABEL_CHALLENGE);
+    if (ns && name) {
+        emit(ns, name, ctx);
+        return;
+    }
+    if (!kop_meta_label(obj, CTF_LABEL_POOL) || !kop_meta_namespace(obj) ||
+        kop_informer_dup(op->namespaces, NULL, kop_meta_namespace(obj), &nsobj) != KOP_OK)
+        return;
+    ns = kop_meta_label(nsobj, CTF_LABEL_CHALLENGE_NS);
+    name = kop_meta_label(nsobj, CTF_LABEL_CHALLENGE);
     if (ns && name)
         emit(ns, name, ctx);
+    json_decref(nsobj);
 }
 
 /* Indexes of Challenges by spec.definition and by spec.team (any namespace). */

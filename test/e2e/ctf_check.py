@@ -3,12 +3,14 @@
 cluster, computed from kubectl's JSON. Exit 0 when the check holds, else 1
 with the reasons on stderr (the first few).
 
-  converged [--expect FILE] [--absent FILE]
+  converged [--expect FILE] [--absent FILE] [--pool DEFINITION=N]...
       Every Challenge in namespace ctf is Running with a namespace of its own
-      (annotated with its UID), no two share one, and every namespace the
-      operator manages belongs to a live Challenge: no orphans, no
-      duplicates. --expect: the Challenges are exactly the names in FILE.
-      --absent: none of the names in FILE exists.
+      (annotated with its UID and labelled with its name), no two share one,
+      and every namespace the operator manages belongs to a live Challenge or
+      is an unclaimed warm instance of a pool: no orphans, no duplicates.
+      --expect: the Challenges are exactly the names in FILE. --absent: none
+      of the names in FILE exists. --pool: DEFINITION's pool holds exactly N
+      unclaimed warm instances (any other pool: none).
 
   cache --api URL --token TOKEN --teams FILE
       The operator's cache, as its instance API shows it (GET
@@ -90,12 +92,16 @@ def converged():
             problems.append(f"{name} and {by_ns[ns]['metadata']['name']} share namespace {ns}")
         by_ns[ns] = c
     live = {}
+    warm = {}
     for n in nss:
         nsname = n["metadata"]["name"]
         live[nsname] = n
         owner = by_ns.get(nsname)
+        labels = n["metadata"].get("labels") or {}
         if n["metadata"].get("deletionTimestamp"):
             problems.append(f"namespace {nsname} is still being deleted")
+        elif "ctf.kopc.io/pool" in labels and "ctf.kopc.io/challenge" not in labels:
+            warm.setdefault(labels.get("ctf.kopc.io/definition"), []).append(nsname)
         elif owner is None:
             problems.append(f"namespace {nsname} is an orphan (no live Challenge has it)")
         else:
@@ -103,6 +109,15 @@ def converged():
             if uid != owner["metadata"]["uid"]:
                 problems.append(f"namespace {nsname} belongs to UID {uid}, "
                                 f"not to {owner['metadata']['name']}")
+            if labels.get("ctf.kopc.io/challenge") != owner["metadata"]["name"]:
+                problems.append(f"namespace {nsname} is labelled for "
+                                f"{labels.get('ctf.kopc.io/challenge')}, "
+                                f"not {owner['metadata']['name']}")
+    want_warm = dict(p.split("=", 1) for p in ARGS.pool)
+    for d in sorted(set(warm) | set(want_warm)):
+        got, want = len(warm.get(d, [])), int(want_warm.get(d, 0))
+        if got != want:
+            problems.append(f"the pool of {d} holds {got} unclaimed warm instances, not {want}")
     for nsname, c in by_ns.items():
         if nsname not in live:
             problems.append(f"{c['metadata']['name']}'s namespace {nsname} does not exist")
@@ -420,6 +435,7 @@ def main():
     c = sub.add_parser("converged")
     c.add_argument("--expect")
     c.add_argument("--absent")
+    c.add_argument("--pool", action="append", default=[], metavar="DEFINITION=N")
     k = sub.add_parser("cache")
     k.add_argument("--api", required=True)
     k.add_argument("--token", required=True)

@@ -2,8 +2,8 @@
 """ctf_real_test.py - the CTF operator's instances on a real node, driven
 through the instance API and checked by connecting to them.
 
-Run by ctf_real_test.sh (scenario "lifecycle") and ctf_isolation_test.sh
-(scenario "isolation"), which set up the cluster and the operator
+Run by ctf_real_test.sh (scenario "lifecycle"), ctf_isolation_test.sh
+(scenario "isolation") and ctf_pool_test.sh (scenario "pool"), which set up the cluster and the operator
 (ctf_real_lib.sh) and pass, in the environment: API, METRICS, ADMIN_TOKEN,
 TEAM_TOKENS (JSON), NODE_IP, KUBECTL, KUBECONFIG, OP_LOG, PASSED_FILE.
 
@@ -448,6 +448,138 @@ def scenario_isolation():
     ok("the restarted operator re-applies the policies and the isolation holds again")
 
 
+def expected_flag(definition, team):
+    """The dynamic flag of the sample key (docs/ctf-resources.md), computed here."""
+    import hashlib
+    import hmac
+    secret = kjson("-n", "ctf", "get", "secret", "ctf-flag-key")
+    key = base64.b64decode(secret["data"]["key"])
+    mac = hmac.new(key, f"{definition}:{team}".encode(), hashlib.sha256).hexdigest()[:32]
+    return "flag{" + mac + "}"
+
+
+def pool_status(name):
+    return (kjson("-n", "ctf", "get", "chaldef", name).get("status") or {}).get("pool") or {}
+
+
+def warm_namespaces(name):
+    """The unclaimed warm namespaces of definition name, not being deleted."""
+    items = kjson("get", "ns", "-l", f"ctf.kopc.io/definition={name},ctf.kopc.io/pool,"
+                  "!ctf.kopc.io/challenge")["items"]
+    return sorted(n["metadata"]["name"] for n in items if not n["metadata"].get("deletionTimestamp"))
+
+
+def pool_ready(name, n):
+    p = pool_status(name)
+    return p if p.get("ready") == n and p.get("size") == n and len(warm_namespaces(name)) == n else None
+
+
+def served_flag(inst, want, secs=60):
+    """Connect until the instance greets with want; return the seconds it took."""
+    t0 = time.monotonic()
+
+    def got():
+        try:
+            line = greeting(endpoint(inst), timeout=2)
+        except OSError:
+            return None
+        return "Your flag: " in line and flag_of(line) == want
+    wait(secs, f"{endpoint(inst)} to serve {want}", got, every=0.1)
+    return time.monotonic() - t0
+
+
+def scenario_pool():
+    log("a warm pool of 3, with a dynamic flag")
+    copy_definition("nc", "warm", lambda d: d.update({"pool": {"min": 3}}))
+    wait(180, "3 warm instances Ready", lambda: pool_ready("warm", 3))
+    before = warm_namespaces("warm")
+    header = kubectl("-n", "ctf", "get", "chaldef", "warm").splitlines()[0].split()
+    check(all(c in header for c in ("POOL", "READY", "CLAIMED")), f"kubectl get chaldef: {header}")
+    pod = pod_of(before[0])["metadata"]["name"]
+    _, env_flag = exec_in(before[0], pod, 'printf %s "${FLAG-unset}"', check_rc=True)
+    _, file_flag = exec_in(before[0], pod, "cat /flag/flag; echo .", check_rc=True)
+    check(env_flag == "unset" and file_flag == ".", f"a warm instance holds a flag: env {env_flag!r} file {file_flag!r}")
+    ok(f"3 warm instances Ready ({', '.join(before)}); kubectl shows POOL/READY/CLAIMED; "
+       "a warm instance holds no flag (empty /flag/flag, no env FLAG)")
+
+    log("four teams at once: three claims, one fresh")
+    teams = ["team-a", "team-b", "team-c", "team-d"]
+    t0 = {}
+    import threading
+
+    def put(team):
+        t0[team] = time.monotonic()
+        start(team, "warm")
+    threads = [threading.Thread(target=put, args=(t,)) for t in teams]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    inst, took, delays = {}, {}, {}
+    for team in teams:  # each team's flag is looked for as soon as it is seen Running
+        inst[team] = running(team, "warm")
+        took[team] = time.monotonic() - t0[team]
+        delays[team] = served_flag(inst[team], expected_flag("warm", team))
+    nss = {team: namespace_of(inst[team]) for team in teams}
+    pooled = sorted(t for t in teams if nss[t] in before)
+    fresh = [t for t in teams if nss[t] not in before]
+    check(len(pooled) == 3 and len(set(nss.values())) == 4, f"namespaces {nss}, warm were {before}")
+    check(kjson("get", "ns", nss[fresh[0]])["metadata"].get("labels", {}).get("ctf.kopc.io/pool") is None,
+          f"{fresh[0]}'s instance is a warm one that was not Ready yet: {nss[fresh[0]]}")
+    ok(f"{', '.join(pooled)} were served from the pool, {fresh[0]} fresh "
+       f"(PUT to Running seen: " + ", ".join(f"{t} {took[t]:.2f} s" for t in teams) + ")")
+
+    ok("every team's instance greets with that team's flag; from Running seen to the flag "
+       "served: " + ", ".join(f"{t} {delays[t]:.2f} s" for t in teams))
+    a_ns = nss[pooled[0]]
+    a_pod = pod_of(a_ns)
+    check(a_pod["status"]["containerStatuses"][0]["restartCount"] == 0, "a claimed pod restarted")
+    ok(f"{pooled[0]}'s pod was not restarted to get its flag")
+
+    log("the pool refills; expiry of a claimed instance deletes it")
+    wait(180, "the pool to refill to 3", lambda: pool_ready("warm", 3))
+    refilled = warm_namespaces("warm")
+    check(not set(refilled) & set(nss.values()), f"a claimed namespace is back in the pool: {refilled}")
+    ok(f"the pool refilled to 3 with new instances ({', '.join(refilled)})")
+    victim = pooled[0]
+    soon = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3))
+    kubectl("-n", "ctf", "patch", "challenge", inst[victim]["name"], "--type", "merge",
+            "-p", json.dumps({"spec": {"expiresAt": soon}}))
+    wait(120, f"{victim}'s expired instance to go", lambda: instance(victim, "warm") is None)
+    wait(120, f"namespace {nss[victim]} to go",
+         lambda: nss[victim] not in kubectl("get", "ns", "-o", "name"))
+    check(nss[victim] not in warm_namespaces("warm"), "the expired instance went back to the pool")
+    ok(f"{victim}'s expired instance was deleted with its namespace, not returned to the pool")
+
+    log("a later claim by another team never sees an earlier team's flag")
+    late = "team-e"
+    start(late, "warm")
+    again = running(late, "warm")
+    again_ns = namespace_of(again)
+    check(again_ns in refilled, f"the new claim was not served from the refilled pool: {again_ns}")
+    served_flag(again, expected_flag("warm", late))
+    for team in teams:
+        if team != victim:
+            line = greeting(endpoint(inst[team]))
+            check(flag_of(line) == expected_flag("warm", team), f"{team} now sees {line!r}")
+    for ns in warm_namespaces("warm"):
+        pod = pod_of(ns)["metadata"]["name"]
+        _, file_flag = exec_in(ns, pod, "cat /flag/flag; echo .", check_rc=True)
+        check(file_flag == ".", f"warm instance {ns} holds a flag after claims: {file_flag!r}")
+    ok(f"{late}'s later claim gets a refilled instance with {late}'s flag; the other teams keep "
+       "theirs; the warm ones still hold none")
+
+    log("lowering min, then deleting the definition, deletes the unclaimed instances")
+    kubectl("-n", "ctf", "patch", "chaldef", "warm", "--type", "merge", "-p", '{"spec":{"pool":{"min":1}}}')
+    wait(120, "the pool lowered to 1", lambda: len(warm_namespaces("warm")) == 1 and pool_status("warm").get("size") == 1)
+    kubectl("-n", "ctf", "delete", "chaldef", "warm")
+    wait(120, "the warm instances gone", lambda: not warm_namespaces("warm"))
+    for ns in [nss[t] for t in teams if t != victim] + [again_ns]:
+        check(kjson("get", "ns", ns), f"claimed instance {ns} went with the pool")
+    ok("min 3 -> 1 deleted 2 warm instances; deleting the definition deleted the last one; "
+       "claimed instances stay with their teams")
+
+
 def stop_operator():
     """SIGTERM the operator the shell started (pid in $WORK/op.pid)."""
     pid = int(open(os.path.join(os.environ["WORK"], "op.pid")).read())
@@ -488,7 +620,8 @@ def _alive(pid):
 def main():
     scenario = sys.argv[1] if len(sys.argv) > 1 else "lifecycle"
     try:
-        {"lifecycle": scenario_lifecycle, "isolation": scenario_isolation}[scenario]()
+        {"lifecycle": scenario_lifecycle, "isolation": scenario_isolation,
+         "pool": scenario_pool}[scenario]()
     except Fail as e:
         print(f"FAIL: {e}", file=sys.stderr)
         sys.exit(1)

@@ -212,6 +212,24 @@ spec:
   pods: [{name: app, template: {containers: [{name: app, image: registry.example/x:1}]}}]
   network: {egress: Everything}
 YAML
+refused "pool min 5 above max 2" "spec.pool.min" "pool.min must not be more than pool.max" <<'YAML'
+apiVersion: ctf.kopc.io/v1alpha1
+kind: ChallengeDefinition
+metadata: {name: bad-pool, namespace: ctf}
+spec:
+  title: t
+  pods: [{name: app, template: {containers: [{name: app, image: registry.example/x:1}]}}]
+  pool: {min: 5, max: 2}
+YAML
+refused "pool min -1 and max 1001" "spec.pool.min" "spec.pool.max" <<'YAML'
+apiVersion: ctf.kopc.io/v1alpha1
+kind: ChallengeDefinition
+metadata: {name: bad-pool-range, namespace: ctf}
+spec:
+  title: t
+  pods: [{name: app, template: {containers: [{name: app, image: registry.example/x:1}]}}]
+  pool: {min: -1, max: 1001}
+YAML
 refused "an unknown field (strict field validation)" 'unknown field "spec.colour"' <<'YAML'
 apiVersion: ctf.kopc.io/v1alpha1
 kind: ChallengeDefinition
@@ -276,7 +294,7 @@ grep -qE '^web-team-a +Running +team-a +web +http://http-ctf-web-0123abcd\.ctf\.
     fail "kubectl get chal row: $out"
 out=$(k get chaldef -n ctf 2>&1)
 read -r -a header <<<"$(head -1 <<<"$out")"
-[ "${header[*]}" = "NAME TITLE CATEGORY POINTS AGE" ] || fail "kubectl get chaldef columns: $out"
+[ "${header[*]}" = "NAME TITLE CATEGORY POINTS POOL READY CLAIMED AGE" ] || fail "kubectl get chaldef columns: $out"
 grep -qE '^web +Robots Know +web +100 ' <<<"$out" || fail "kubectl get chaldef row: $out"
 out=$(k get ctf -n ctf -o name 2>&1)
 for o in challengedefinition.ctf.kopc.io/web challengedefinition.ctf.kopc.io/twopod challenge.ctf.kopc.io/web-team-a; do

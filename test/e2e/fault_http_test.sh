@@ -91,15 +91,25 @@ o['metadata'] = {'name': 'brief', 'namespace': 'ctf'}
 o.pop('status', None)
 o['spec']['lifetime'] = {'default': '20s', 'max': '40s', 'renewBy': '10s'}
 print(json.dumps(o))" | k apply -f - >/dev/null
+# A warm pool of one with a dynamic flag: the claim, the flag refresh of its
+# pods and the definition's status.pool go through the proxy too.
+kc get chaldef nc -o json | python3 -c "
+import json, sys
+o = json.load(sys.stdin)
+o['metadata'] = {'name': 'warmnc', 'namespace': 'ctf'}
+o.pop('status', None)
+o['spec']['pool'] = {'min': 1}
+print(json.dumps(o))" | k apply -f - >/dev/null
 start_op life "$WORK/proxied.kubeconfig" --leader-elect --install-crds --ingress-domain ctf.test
 wait_for 60 "leader" bash -c "[ \"\$(curl -s http://127.0.0.1:${OP_METRICS[life]}/metrics | awk '/^leader_election_master_status/ {print \$2}')\" = 1 ]"
 api() { curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ADMIN_TOKEN" -X "$1" "http://127.0.0.1:${OP_API[life]}/api/v1/$2"; }
 wait_for 30 "API ready" bash -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer $ADMIN_TOKEN' http://127.0.0.1:${OP_API[life]}/api/v1/challenges)\" = 200 ]"
-for tc in life-a/web life-a/nc life-a/brief life-b/twopod; do
+wait_for 120 "warmnc's pool Ready" bash -c "[ \"\$('$KUBECTL' --kubeconfig '$DIR/kubeconfig' -n ctf get chaldef warmnc -o jsonpath='{.status.pool.ready}')\" = 1 ]"
+for tc in life-a/web life-a/nc life-a/brief life-b/twopod life-b/warmnc; do
     code=$(api PUT "teams/${tc%/*}/instances/${tc#*/}")
     [ "$code" = 201 ] || fail "PUT $tc: $code"
 done
-for tc in life-a/web life-a/nc life-b/twopod; do
+for tc in life-a/web life-a/nc life-b/twopod life-b/warmnc; do
     wait_for 120 "$tc Running" bash -c "[ \"\$(chal_field '${tc%/*}' '${tc#*/}' currentStatus)\" = Running ]"
 done
 code=$(api POST teams/life-a/instances/web/renew)
@@ -109,7 +119,10 @@ code=$(api DELETE teams/life-a/instances/nc)
 for tc in life-a/nc life-a/brief; do
     wait_for 120 "$tc gone (deleted, expired)" bash -c "[ \"\$(chal_field '${tc%/*}' '${tc#*/}' currentStatus)\" = absent ]"
 done
-wait_for 120 "their namespaces gone" bash -c "[ \$('$KUBECTL' --kubeconfig '$DIR/kubeconfig' get ns -l app.kubernetes.io/managed-by=kopc-ctf -o name | wc -l) = 2 ]"
+# Left: web, twopod, warmnc's claimed instance and the warm one that refilled its pool.
+wait_for 120 "their namespaces gone" bash -c "[ \$('$KUBECTL' --kubeconfig '$DIR/kubeconfig' get ns -l app.kubernetes.io/managed-by=kopc-ctf -o name | wc -l) = 4 ]"
+[ "$(k get ns -l ctf.kopc.io/pool,ctf.kopc.io/team=life-b -o name | wc -l)" = 1 ] ||
+    fail "life-b's warmnc was not served from the pool"
 # The web and twopod instances live on, each with an Ingress (--ingress-domain).
 # Seen missing once (2026-11-26, not reproduced since): on failure, show what exists.
 ingresses() { k get ingress -A -o name | wc -l; }
@@ -132,6 +145,7 @@ ok "every request the operator made is granted, every grant is used, no Forbidde
 log "apiserver answering 500, then 429"
 start_op storm "$WORK/proxied.kubeconfig"
 kc delete chal --all --wait=false >/dev/null
+kc delete chaldef warmnc --wait=false >/dev/null # its warm instance goes with it
 wait_for 180 "lifecycle cleaned up" bash -c "[ -z \"\$('$KUBECTL' --kubeconfig '$DIR/kubeconfig' get ns -l app.kubernetes.io/managed-by=kopc-ctf -o name)\" ]"
 challenges s 1 10 >"$WORK/s1.yaml"
 k apply -f "$WORK/s1.yaml" >/dev/null

@@ -20,6 +20,9 @@
  *    Secret);
  *  - endpoints: one per HTTP exposure with an ingress domain, none without
  *    a nodePort, complete exactly when nothing is missing.
+ *  - a warm pool: spec.pool reads back within bounds, its target within
+ *    [min, max]; the warm instance and the same claimed differ only in the
+ *    Namespace and the flag Secret, and a dynamic flag never reaches env.
  * Everything is freed: under ASan a leak fails.
  */
 #include "fuzz_check.h"
@@ -45,6 +48,64 @@ static const char *str_at(const json_t *obj, const char *a, const char *b)
 static bool str_is(const char *s, const char *want)
 {
     return s && strcmp(s, want) == 0;
+}
+
+/* has_env_flag: some container of the Deployment d has an env FLAG. */
+static bool has_env_flag(const json_t *d)
+{
+    const json_t *spec =
+        json_object_get(json_object_get(json_object_get(d, "spec"), "template"), "spec");
+    static const char *const lists[] = {"initContainers", "containers"};
+    for (size_t l = 0; l < 2; l++) {
+        size_t i, j;
+        json_t *c, *e;
+        json_array_foreach(json_object_get(spec, lists[l]), i, c)
+        {
+            json_array_foreach(json_object_get(c, "env"), j, e)
+            {
+                const char *name = json_string_value(json_object_get(e, "name"));
+                if (name && strcmp(name, "FLAG") == 0)
+                    return true;
+            }
+        }
+    }
+    return false;
+}
+
+/*
+ * check_pool: a valid definition's pool reads back within bounds, its
+ * target stays within [min, max], and its warm instance builds twice alike
+ * (warm, and claimed by the fixed Challenge) but for the Namespace and the
+ * flag Secret; a dynamic flag never reaches a warm instance's env.
+ */
+static void check_pool(const ctf_config *cfg, const json_t *def, const json_t *challenge,
+                       const char *flag, size_t size)
+{
+    ctf_pool_spec p;
+    kop_status st;
+    json_t *warm = NULL, *claimed = NULL;
+    FUZZ_CHECK(ctf_pool_parse(def, &p, &st) == KOP_OK);
+    FUZZ_CHECK(p.min >= 0 && p.min <= p.max && p.max <= CTF_POOL_MAX);
+    int t = ctf_pool_target(&p, (int)(size % 2000));
+    FUZZ_CHECK(ctf_pool_enabled(&p) ? t >= p.min && t <= p.max : t == 0);
+    bool dynamic = ctf_flag_secret_ref(def, NULL, NULL);
+    const char *warm_flag = flag && dynamic ? "" : flag;
+    FUZZ_CHECK(ctf_build_pooled_children(cfg, def, "0a1b2c3d4e", NULL, warm_flag, &warm, &st) ==
+               KOP_OK);
+    FUZZ_CHECK(ctf_build_pooled_children(cfg, def, "0a1b2c3d4e", challenge, flag, &claimed, &st) ==
+               KOP_OK);
+    FUZZ_CHECK(json_array_size(warm) == json_array_size(claimed));
+    for (size_t i = 0; i < json_array_size(warm); i++) {
+        const json_t *w = json_array_get(warm, i), *c = json_array_get(claimed, i);
+        const char *kind = str_at(w, "kind", NULL);
+        FUZZ_CHECK(kind);
+        if (strcmp(kind, "Namespace") != 0 && strcmp(kind, "Secret") != 0)
+            FUZZ_CHECK(json_equal(w, c));
+        if (strcmp(kind, "Deployment") == 0 && dynamic)
+            FUZZ_CHECK(!has_env_flag(w) && !has_env_flag(c));
+    }
+    json_decref(warm);
+    json_decref(claimed);
 }
 
 /* check_container checks one hardened container of a Deployment's pod template. */
@@ -223,6 +284,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_endpoints(&cfg, def, str_at(json_array_get(children, 0), "metadata", "name"));
     json_decref(children);
     (void)ctf_flag_secret_ref(def, NULL, NULL);
+    check_pool(&cfg, def, challenge, flag, size);
 
 out:
     json_decref(challenge);

@@ -1,0 +1,91 @@
+"""pool.py - the claim benchmark (issue 16): the start of a CTF as the teams
+see it. N teams each hold their event stream of the instance API open (as
+the participant page does), then each asks for its instance with a PUT,
+paced over BURST_MS; the latency is from the PUT sent to the first
+`instance` event on that team's stream whose state is Running.
+
+bench.py runs it twice on fresh clusters: with the definition's warm pool
+sized for the burst (spec.pool.min = N, Ready before the first PUT) and
+without a pool, so the two figures differ only in where the instances come
+from. The streams reuse bench/streams.py's client; the figures are the
+median, 99th percentile and maximum, and how many teams saw Running within
+DEADLINE_S. Python's asyncio, standard library only.
+"""
+import asyncio
+import json
+import os
+import resource
+import time
+
+import streams
+
+BURST_MS = 10000        # N teams press Create within 10 s
+PUT_CONCURRENCY = 32    # PUTs in flight at once
+DEADLINE_S = 300        # a team that has not seen Running by then counts as not served
+
+
+class RunningStream(streams.Stream):
+    """A team's stream: ready with its (empty) snapshot, then the time the
+    first instance event saying Running arrived."""
+
+    def _on(self, event, data):
+        if event == "snapshot" and self.expires is None:
+            self.expires = ""
+            self.snapshot.set()
+        elif (event == "instance" and self.changed_at is None and self.expires is not None
+              and data.get("state") == "Running"):
+            self.changed_at = time.time()
+            self.changed.set()
+
+
+async def _put(host, port, token, i, definition, sem):
+    """PUT team i's instance; the time it was sent, or None when refused."""
+    return await streams.request(host, port, token, "PUT",
+                                 f"/api/v1/teams/{streams._team(i)}/instances/{definition}", sem,
+                                 ok=(200, 201))
+
+
+async def _measure(host, port, token, n, definition):
+    ss = [RunningStream(i) for i in range(n)]
+    tasks = [asyncio.create_task(s.run(host, port, token)) for s in ss]
+    await asyncio.wait_for(asyncio.gather(*(s.snapshot.wait() for s in ss)),
+                           streams.OPEN_TIMEOUT_S)
+    failed = [s for s in ss if s.error or s.expires is None]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {n} streams failed to open: {failed[0].error}")
+    sem = asyncio.Semaphore(PUT_CONCURRENCY)
+    t0 = time.time()
+
+    async def paced(i):
+        await asyncio.sleep(max(0.0, t0 + BURST_MS / 1000 * i / n - time.time()))
+        return await _put(host, port, token, i, definition, sem)
+
+    sent = await asyncio.gather(*(paced(i) for i in range(n)))
+    try:
+        await asyncio.wait_for(asyncio.gather(*(s.changed.wait() for s in ss)), DEADLINE_S)
+    except asyncio.TimeoutError:
+        pass
+    lat = [(s.changed_at - sent[s.i]) * 1000 for s in ss
+           if s.changed_at is not None and sent[s.i] is not None]
+    for s in ss:
+        s.close()
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    pct = streams._percentile
+    return {"teams": n, "accepted": sum(1 for x in sent if x is not None), "done": len(lat),
+            "claim_ms": {"p50": pct(lat, 50), "p99": pct(lat, 99), "max": max(lat) if lat else None},
+            "within_250ms": sum(1 for x in lat if x <= 250),
+            "within_1s": sum(1 for x in lat if x <= 1000)}
+
+
+def measure(api_port, token, n, definition, out):
+    """Run the burst against the API on api_port; the figures as a dict (also
+    written to out/claims.json)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2 * n + 256:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 2 * n + 1024), hard))
+    res = asyncio.run(_measure("127.0.0.1", api_port, token, n, definition))
+    with open(os.path.join(out, "claims.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    return res
