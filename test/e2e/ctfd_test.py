@@ -268,7 +268,9 @@ def scenario(adm, players, nc, web):
     log("a banned team and a deleted team lose their instances")
     status, body = carol.instance(nc, "PUT")
     check(status == 200, f"carol starts: {status} {body}")
-    check(kopc_instances(players["carol"]["kopc_team"]), "carol's instance is not in kopc")
+    # kopc lists instances from its cache, which sees a new Challenge one watch event after
+    # the create: wait for it as a page polling the list would.
+    wait(30, "carol's instance listed by kopc", lambda: kopc_instances(players["carol"]["kopc_team"]))
     status, body = adm.call("PATCH", f"/teams/{players['bob']['team_id']}", {"banned": True})
     check(status == 200, f"ban bob's team: {status} {body}")
     wait(60, "the banned team's instances stopped",
