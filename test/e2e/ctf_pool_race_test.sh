@@ -50,7 +50,8 @@ print(json.dumps(o))" | k apply -f - >/dev/null
 wait_for 180 "10 warm instances Ready" bash -c '[ "$(pool_field ready)" = 10 ]'
 [ "$(pool_field size)" = 10 ] && [ "$(pool_field claimed)" = 0 ] && [ "$(pool_field target)" = 10 ] ||
     fail "status.pool: $(kc get chaldef warmweb -o jsonpath='{.status.pool}')"
-header=$(kc get chaldef warmweb | head -1)
+header=$(kc get chaldef warmweb)
+header=${header%%$'\n'*} # the first line (no head: it may end the pipe early)
 for col in POOL READY CLAIMED; do grep -qw "$col" <<<"$header" || fail "kubectl get chaldef lacks $col: $header"; done
 warm_ns >"$WORK/warm-before"
 [ "$(wc -l <"$WORK/warm-before")" = 10 ] || fail "not 10 warm namespaces: $(cat "$WORK/warm-before")"
