@@ -119,6 +119,16 @@ void ctf_applied_record(ctf_applied *a, const char *uid, const char *digest, int
     pthread_mutex_unlock(&a->lock);
 }
 
+bool ctf_applied_known(ctf_applied *a, const char *uid)
+{
+    if (!uid)
+        return false;
+    pthread_mutex_lock(&a->lock);
+    bool known = json_object_get(a->records, uid) != NULL;
+    pthread_mutex_unlock(&a->lock);
+    return known;
+}
+
 void ctf_applied_forget(ctf_applied *a, const char *uid)
 {
     if (!uid)

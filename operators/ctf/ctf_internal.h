@@ -171,6 +171,9 @@ ctf_applied_verdict ctf_applied_decide(ctf_applied *a, const char *uid, const ch
 void ctf_applied_record(ctf_applied *a, const char *uid, const char *digest, int64_t generations,
                         int64_t now_ms);
 
+/* ctf_applied_known: uid has a record (something applied for it was noted). */
+bool ctf_applied_known(ctf_applied *a, const char *uid);
+
 /* ctf_applied_forget drops uid's record (its instance is going). */
 void ctf_applied_forget(ctf_applied *a, const char *uid);
 

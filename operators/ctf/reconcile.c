@@ -449,6 +449,9 @@ static kop_err apply_claim_delta(ctf_operator *op, const json_t *chal, const jso
     long wait_ms = 0;
     kop_err err = KOP_OK;
     *done = false;
+    /* Only while the pool's record of the instance stands: the first pass after the claim. */
+    if (!ctf_applied_known(op->applied, ns) || ctf_applied_known(op->applied, kop_meta_uid(chal)))
+        return KOP_OK;
     if (ctf_pool_build_warm(op, def, id, &warm, &st) != KOP_OK ||
         json_array_size(warm) != json_array_size(children) ||
         ctf_applied_digest(warm, warm_digest) != KOP_OK ||
@@ -466,10 +469,10 @@ static kop_err apply_claim_delta(ctf_operator *op, const json_t *chal, const jso
     err = apply_children(op, delta, &unused, o, req);
     if (!err && !o->reason) {
         ctf_applied_record(op->applied, kop_meta_uid(chal), digest, seen.generations, now);
-        ctf_applied_forget(op->applied, ns); /* the pool's record: the Challenge's now */
         *done = true;
     }
 out:
+    ctf_applied_forget(op->applied, ns); /* the pool's record: of no use once claimed */
     json_decref(delta);
     json_decref(warm);
     return err;

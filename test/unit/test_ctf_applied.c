@@ -84,7 +84,10 @@ static void test_decide(void **state)
     /* A clock that went back is no proof of anything. */
     assert_int_equal(ctf_applied_decide(a, "u1", "d1", &whole, t - 1, &wait), CTF_APPLY);
     /* Forgotten: apply. */
+    assert_true(ctf_applied_known(a, "u1"));
     ctf_applied_forget(a, "u1");
+    assert_false(ctf_applied_known(a, "u1"));
+    assert_false(ctf_applied_known(a, NULL));
     assert_int_equal(ctf_applied_decide(a, "u1", "d1", &whole, t, &wait), CTF_APPLY);
     ctf_applied_forget(a, "never-known");
     ctf_applied_free(a);
