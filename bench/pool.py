@@ -46,32 +46,10 @@ async def _put(host, port, token, i, definition, sem):
 
 
 async def _measure(host, port, token, n, definition):
-    ss = [RunningStream(i) for i in range(n)]
-    tasks = [asyncio.create_task(s.run(host, port, token)) for s in ss]
-    await asyncio.wait_for(asyncio.gather(*(s.snapshot.wait() for s in ss)),
-                           streams.OPEN_TIMEOUT_S)
-    failed = [s for s in ss if s.error or s.expires is None]
-    if failed:
-        raise RuntimeError(f"{len(failed)} of {n} streams failed to open: {failed[0].error}")
-    sem = asyncio.Semaphore(PUT_CONCURRENCY)
-    t0 = time.time()
-
-    async def paced(i):
-        await asyncio.sleep(max(0.0, t0 + BURST_MS / 1000 * i / n - time.time()))
-        return await _put(host, port, token, i, definition, sem)
-
-    sent = await asyncio.gather(*(paced(i) for i in range(n)))
-    try:
-        await asyncio.wait_for(asyncio.gather(*(s.changed.wait() for s in ss)), DEADLINE_S)
-    except asyncio.TimeoutError:
-        pass
-    lat = [(s.changed_at - sent[s.i]) * 1000 for s in ss
-           if s.changed_at is not None and sent[s.i] is not None]
-    for s in ss:
-        s.close()
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    ss, tasks = await streams.open_streams(RunningStream, host, port, token, n)
+    sent, lat = await streams.send_and_time(
+        ss, tasks, lambda i, sem: _put(host, port, token, i, definition, sem),
+        BURST_MS, PUT_CONCURRENCY, DEADLINE_S)
     pct = streams._percentile
     return {"teams": n, "accepted": sum(1 for x in sent if x is not None), "done": len(lat),
             "claim_ms": {"p50": pct(lat, 50), "p99": pct(lat, 99), "max": max(lat) if lat else None},

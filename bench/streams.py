@@ -169,36 +169,54 @@ def _percentile(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-async def _measure(pid, host, port, token, n):
-    before = _proc(pid)
-    streams = [Stream(i) for i in range(n)]
-    tasks = [asyncio.create_task(s.run(host, port, token)) for s in streams]
-    await asyncio.wait_for(asyncio.gather(*(s.snapshot.wait() for s in streams)), OPEN_TIMEOUT_S)
-    failed = [s for s in streams if s.error or s.expires is None]
+async def open_streams(cls, host, port, token, n):
+    """Open one stream of class cls per team 0..n-1 and wait for every
+    snapshot; (streams, their tasks). Fails when one did not open."""
+    ss = [cls(i) for i in range(n)]
+    tasks = [asyncio.create_task(s.run(host, port, token)) for s in ss]
+    await asyncio.wait_for(asyncio.gather(*(s.snapshot.wait() for s in ss)), OPEN_TIMEOUT_S)
+    failed = [s for s in ss if s.error or s.expires is None]
     if failed:
         raise RuntimeError(f"{len(failed)} of {n} streams failed to open: {failed[0].error}")
-    await asyncio.sleep(2)  # the operator settles (parked streams, freed request buffers)
-    held = _proc(pid)
+    return ss, tasks
 
-    sem = asyncio.Semaphore(RENEW_CONCURRENCY)
+
+async def send_and_time(ss, tasks, send, spread_ms, concurrency, deadline_s):
+    """Call send(i, sem) for each stream's team, paced over spread_ms with at
+    most concurrency in flight; wait up to deadline_s for every stream to
+    show its change; close the streams. (the send times, None for a refused
+    one; the latencies in ms from a send to its stream's change)."""
+    sem = asyncio.Semaphore(concurrency)
     t0 = time.time()
+    n = len(ss)
 
     async def paced(i):
-        await asyncio.sleep(max(0.0, t0 + RENEW_MS / 1000 * i / n - time.time()))
-        return await _renew(host, port, token, i, sem)
+        await asyncio.sleep(max(0.0, t0 + spread_ms / 1000 * i / n - time.time()))
+        return await send(i, sem)
 
     sent = await asyncio.gather(*(paced(i) for i in range(n)))
     try:
-        await asyncio.wait_for(asyncio.gather(*(s.changed.wait() for s in streams)), DEADLINE_S)
+        await asyncio.wait_for(asyncio.gather(*(s.changed.wait() for s in ss)), deadline_s)
     except asyncio.TimeoutError:
         pass
-    lat = [(s.changed_at - sent[s.i]) * 1000 for s in streams
+    lat = [(s.changed_at - sent[s.i]) * 1000 for s in ss
            if s.changed_at is not None and sent[s.i] is not None]
-    for s in streams:
+    for s in ss:
         s.close()
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    return sent, lat
+
+
+async def _measure(pid, host, port, token, n):
+    before = _proc(pid)
+    streams, tasks = await open_streams(Stream, host, port, token, n)
+    await asyncio.sleep(2)  # the operator settles (parked streams, freed request buffers)
+    held = _proc(pid)
+    sent, lat = await send_and_time(streams, tasks,
+                                    lambda i, sem: _renew(host, port, token, i, sem),
+                                    RENEW_MS, RENEW_CONCURRENCY, DEADLINE_S)
     return {
         "streams": n,
         "renewed": sum(1 for x in sent if x is not None),
