@@ -33,4 +33,20 @@ static inline json_t *parse(const char *text)
     return v;
 }
 
+/* child_of returns the object of that kind and metadata.name in the array children
+ * (borrowed); NULL when there is none. */
+static inline json_t *child_of(const json_t *children, const char *kind, const char *name)
+{
+    size_t i;
+    json_t *o;
+    json_array_foreach(children, i, o)
+    {
+        const char *k = json_string_value(json_object_get(o, "kind"));
+        const char *n = json_string_value(json_object_get(json_object_get(o, "metadata"), "name"));
+        if (k && n && strcmp(k, kind) == 0 && strcmp(n, name) == 0)
+            return o;
+    }
+    return NULL;
+}
+
 #endif /* CTF_FIXTURE_H */

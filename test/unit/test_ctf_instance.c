@@ -120,19 +120,13 @@ static json_t *build(const ctf_config *cfg, const char *def_text, const char *fl
     return out;
 }
 
-/* find returns the child of that kind and name, borrowed. */
+/* find returns the child of that kind and name, borrowed; absent fails the test. */
 static json_t *find(const json_t *children, const char *kind, const char *name)
 {
-    size_t i;
-    json_t *o;
-    json_array_foreach(children, i, o)
-    {
-        if (strcmp(json_string_value(json_object_get(o, "kind")), kind) == 0 &&
-            strcmp(kop_meta_name(o), name) == 0)
-            return o;
-    }
-    fail_msg("no %s %s", kind, name);
-    return NULL;
+    json_t *o = child_of(children, kind, name);
+    if (!o)
+        fail_msg("no %s %s", kind, name);
+    return o;
 }
 
 /* at returns the value at a dotted path ("spec.template.spec.containers.0"), borrowed. */

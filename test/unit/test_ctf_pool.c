@@ -133,20 +133,6 @@ static void test_namespace(void **state)
     assert_int_equal(ctf_pool_namespace("ctf", "web", ID, ns, 8), KOP_EINVAL);
 }
 
-/* find returns the child of that kind and name (borrowed); NULL when absent. */
-static json_t *find(const json_t *children, const char *kind, const char *name)
-{
-    size_t i;
-    json_t *o;
-    json_array_foreach(children, i, o)
-    {
-        if (strcmp(json_string_value(json_object_get(o, "kind")), kind) == 0 &&
-            strcmp(kop_meta_name(o), name) == 0)
-            return o;
-    }
-    return NULL;
-}
-
 static json_t *pooled(const char *def_text, const char *chal_text, const char *flag)
 {
     json_t *def = parse(def_text), *chal = chal_text ? parse(chal_text) : NULL, *out = NULL;
@@ -200,11 +186,11 @@ static void test_warm_children(void **state)
         if (strcmp(json_string_value(json_object_get(o, "kind")), "Namespace") != 0)
             assert_string_equal(kop_meta_namespace(o), "ctf-web-28de6c9ef70b");
     }
-    json_t *ns = find(warm, "Namespace", "ctf-web-28de6c9ef70b");
+    json_t *ns = child_of(warm, "Namespace", "ctf-web-28de6c9ef70b");
     assert_non_null(ns);
     assert_null(kop_meta_annotation(ns, CTF_ANNOTATION_CHALLENGE_UID));
     /* The flag by file only, empty: no env FLAG at all, the template's own removed too. */
-    json_t *deploy = find(warm, "Deployment", "web");
+    json_t *deploy = child_of(warm, "Deployment", "web");
     assert_non_null(deploy);
     assert_false(env_has_flag(deploy));
     json_t *c = json_array_get(
@@ -215,7 +201,7 @@ static void test_warm_children(void **state)
     json_t *mount = json_array_get(json_object_get(c, "volumeMounts"), 0);
     assert_string_equal(json_string_value(json_object_get(mount, "mountPath")),
                         CTF_FLAG_MOUNT_PATH);
-    json_t *secret = find(warm, "Secret", "flag");
+    json_t *secret = child_of(warm, "Secret", "flag");
     assert_string_equal(json_string_value(json_object_get(json_object_get(secret, "data"), "flag")),
                         "");
     json_decref(want);
@@ -233,7 +219,7 @@ static void test_claimed_children(void **state)
     json_array_foreach(claimed, i, o)
     {
         const char *kind = json_string_value(json_object_get(o, "kind"));
-        json_t *before = find(warm, kind, kop_meta_name(o));
+        json_t *before = child_of(warm, kind, kop_meta_name(o));
         assert_non_null(before);
         if (strcmp(kind, "Namespace") == 0 || strcmp(kind, "Secret") == 0)
             continue;
@@ -241,7 +227,7 @@ static void test_claimed_children(void **state)
         if (!json_equal(o, before))
             fail_msg("%s %s changes when claimed", kind, kop_meta_name(o));
     }
-    json_t *ns = find(claimed, "Namespace", "ctf-web-28de6c9ef70b");
+    json_t *ns = child_of(claimed, "Namespace", "ctf-web-28de6c9ef70b");
     assert_string_equal(kop_meta_label(ns, CTF_LABEL_TEAM), "team1");
     assert_string_equal(kop_meta_label(ns, CTF_LABEL_CHALLENGE), "web-team1");
     assert_string_equal(kop_meta_label(ns, CTF_LABEL_CHALLENGE_NS), "ctf");
@@ -249,7 +235,7 @@ static void test_claimed_children(void **state)
     assert_string_equal(kop_meta_label(ns, "pod-security.kubernetes.io/enforce"), "restricted");
     assert_string_equal(kop_meta_annotation(ns, CTF_ANNOTATION_CHALLENGE_UID), "uid-1");
     /* base64("flag{team1}") = ZmxhZ3t0ZWFtMX0= */
-    json_t *secret = find(claimed, "Secret", "flag");
+    json_t *secret = child_of(claimed, "Secret", "flag");
     assert_string_equal(json_string_value(json_object_get(json_object_get(secret, "data"), "flag")),
                         "ZmxhZ3t0ZWFtMX0=");
     json_decref(warm);
@@ -260,11 +246,11 @@ static void test_static_flag(void **state)
 {
     (void)state;
     json_t *warm = pooled(DEF_NC, NULL, "flag{same_for_all}");
-    assert_true(env_has_flag(find(warm, "Deployment", "app"))); /* static: env and file */
+    assert_true(env_has_flag(child_of(warm, "Deployment", "app"))); /* static: env and file */
     json_decref(warm);
     json_t *none = pooled(DEF_NC, NULL, NULL);
-    assert_false(env_has_flag(find(none, "Deployment", "app")));
-    assert_null(find(none, "Secret", "flag"));
+    assert_false(env_has_flag(child_of(none, "Deployment", "app")));
+    assert_null(child_of(none, "Secret", "flag"));
     json_decref(none);
 }
 
