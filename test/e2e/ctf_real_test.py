@@ -562,6 +562,7 @@ def scenario_pool():
         if team != victim:
             line = greeting(endpoint(inst[team]))
             check(flag_of(line) == expected_flag("warm", team), f"{team} now sees {line!r}")
+    wait(180, "the pool to refill to 3 after that claim", lambda: pool_ready("warm", 3))
     for ns in warm_namespaces("warm"):
         pod = pod_of(ns)["metadata"]["name"]
         _, file_flag = exec_in(ns, pod, "cat /flag/flag; echo .", check_rc=True)
