@@ -23,6 +23,11 @@ fresh devcluster (same binary, same flags, same etcd state at the start):
          each instance is renewed: memory per stream, and renewal -> event
          seen on the team's stream (bench/streams.py).
 
+--perf OPS profiles the warm phase of the named operators with perf (the
+loader's run only, call graphs at 499 Hz) and writes perf.txt beside the
+run's figures: the top of the report by library and symbol. A profiled run
+is slower, so its figures are never published.
+
 A sampler reads /proc/PID/stat (utime + stime) and /proc/PID/status (VmRSS)
 of the operator and of the devcluster every 200 ms into samples.csv.
 
@@ -418,6 +423,32 @@ def measure_limit(args, workload, n, out, extra=()):
         c.stop()
 
 
+class Profile:
+    """Profile records op's process with perf while the loader runs (when
+    op is one of --perf) and summarizes it into OUT/perf.txt."""
+
+    def __init__(self, args, op, pid, out):
+        self.proc, self.out = None, out
+        if op.name not in args.perf:
+            return
+        self.data = os.path.join(out, "perf.data")
+        self.proc = subprocess.Popen(["perf", "record", "-q", "-F", "499", "-g", "-p", str(pid),
+                                      "-o", self.data], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+
+    def stop(self):
+        if not self.proc:
+            return
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(60)
+        with open(os.path.join(self.out, "perf.txt"), "w") as f:
+            for sort in ("dso", "dso,sym"):  # by library, then by function
+                f.flush()
+                subprocess.run(["perf", "report", "-i", self.data, "--stdio", "--no-children",
+                                "--sort", sort, "-g", "none", "--percent-limit", "0.5"],
+                               stdout=f, stderr=subprocess.DEVNULL)
+
+
 def stats_after(rows, t_from, t_to):
     vals = [r[2] for r in rows if t_from <= r[0] <= t_to and r[2]]
     return statistics.median(vals) if vals else None
@@ -429,8 +460,12 @@ def measure_warm(args, op, workload, n, out):
     try:
         pid, sampler, t_ready = start_measured(op, c, out, n)
         cpu0, dc0 = proc_cpu(pid), proc_cpu(c.pid)
+        prof = Profile(args, op, pid, out)
         s = loader(c, workload, n, "operator", out, args.threads)
         cpu1, dc1 = proc_cpu(pid), proc_cpu(c.pid)
+        prof.stop()
+        if prof.proc:
+            s["profiled"] = True
         t_done = time.time()
         time.sleep(args.settle)  # idle: the steady state
         t_end = time.time()
@@ -738,12 +773,22 @@ def main():
     ap.add_argument("--no-api", dest="api", action="store_false")
     ap.add_argument("--write-doc", action="store_true",
                     help="publish into docs/benchmarks.md: refused from a dirty tree or a noisy run")
+    ap.add_argument("--perf", default="",
+                    help="comma list of operators whose warm phase is profiled with perf "
+                    "(OUT/.../perf.txt); such a run is never published")
     ap.add_argument("--merge", action="store_true",
                     help="keep the measurements of OUT/results.json not measured again")
     args = ap.parse_args()
     args.out = os.path.abspath(args.out)  # operators run in their output directories
     if args.trials is None:
         args.trials = 1 if args.quick else 3
+    args.perf = {x for x in args.perf.split(",") if x}
+    if args.perf and args.write_doc:
+        log("refusing --write-doc with --perf: a profiled operator runs slower")
+        return 2
+    if args.perf and not shutil_which("perf"):
+        log("--perf needs perf (Debian: linux-perf)")
+        return 2
     if args.quick:
         args.quiet_timeout = 0  # a smoke run proves the harness, not a speed: no waiting
     phases = [p for p in args.phases.split(",") if p]
@@ -821,6 +866,9 @@ def main():
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
     noisy = [r for r in results["runs"] if r.get("noisy")]
+    if args.write_doc and any(r.get("profiled") for r in results["runs"]):
+        log("refusing --write-doc: the results hold a profiled measurement")
+        args.write_doc = False
     if args.write_doc and noisy:
         log(f"refusing --write-doc: {len(noisy)} measurements began above load {args.max_load}")
         args.write_doc = False
