@@ -320,6 +320,25 @@ void kop_metric_touch(kop_metric *f, const char *const *label_values)
         update(f, label_values, OP_TOUCH, 0);
 }
 
+bool kop_metric_remove(kop_metric *f, const char *const *label_values)
+{
+    char buf[KEY_STACK], *heap;
+    if (!f)
+        return false;
+    pthread_mutex_lock(&f->lock);
+    char *key = series_key(f, label_values, buf, sizeof buf, &heap);
+    struct series *s = key ? kop__map_remove(&f->series, key) : NULL;
+    bool found = s != NULL;
+    if (found) {
+        f->nseries--;
+        kop__map_shrink(&f->series);
+    }
+    pthread_mutex_unlock(&f->lock);
+    free(heap);
+    free(s);
+    return found;
+}
+
 kop_err kop_metric_value(kop_metric *f, const char *const *label_values, double *out)
 {
     if (!f || !out)

@@ -127,6 +127,13 @@ KOP_API void kop_metric_observe(kop_metric *f, const char *const *label_values, 
 KOP_API void kop_metric_touch(kop_metric *f, const char *const *label_values);
 
 /*
+ * kop_metric_remove deletes a series, so that it is no longer rendered (what
+ * client_golang's DeleteLabelValues does for an object that is gone).
+ * Returns whether it existed. Any type; a later update creates it anew at zero.
+ */
+KOP_API bool kop_metric_remove(kop_metric *f, const char *const *label_values);
+
+/*
  * kop_metric_value reads a series: the value of a counter or gauge, the
  * number of observations of a histogram. KOP_ENOTFOUND if the series was
  * never created, KOP_EINVAL if f is NULL. For tests and health checks.

@@ -358,6 +358,39 @@ static void test_null_and_wrong_type(void **state)
     kop_metrics_free(m);
 }
 
+/* A removed series is no longer rendered; the others stay; a later update starts it at zero. */
+static void test_remove_series(void **state)
+{
+    (void)state;
+    kop_metrics *m = NULL;
+    kop_metric *g = NULL;
+    const char *const names[] = {"definition", "state", NULL};
+    const char *const gone[] = {"web", "ready", NULL}, *const kept[] = {"pwn", "ready", NULL};
+    char *text = NULL;
+    double v = 0;
+    assert_int_equal(kop_metrics_new(&m), KOP_OK);
+    assert_int_equal(kop_metrics_gauge(m, "pool", "", names, &g), KOP_OK);
+    kop_metric_set(g, gone, 3);
+    kop_metric_set(g, kept, 2);
+    assert_true(kop_metric_remove(g, gone));
+    assert_false(kop_metric_remove(g, gone)); /* no longer there */
+    assert_false(kop_metric_remove(NULL, gone));
+    assert_int_equal(kop_metric_value(g, gone, &v), KOP_ENOTFOUND);
+    assert_int_equal(kop_metrics_render(m, &text, NULL), KOP_OK);
+    assert_null(strstr(text, "definition=\"web\""));
+    assert_non_null(strstr(text, "pool{definition=\"pwn\",state=\"ready\"} 2"));
+    free(text);
+    kop_metric_inc(g, gone);
+    assert_int_equal(kop_metric_value(g, gone, &v), KOP_OK);
+    assert_true(v == 1);
+    assert_true(kop_metric_remove(g, gone));
+    assert_true(kop_metric_remove(g, kept));
+    assert_int_equal(kop_metrics_render(m, &text, NULL), KOP_OK);
+    assert_null(strstr(text, "pool{")); /* a family with no series left renders nothing */
+    free(text);
+    kop_metrics_free(m);
+}
+
 /* ---- concurrency -------------------------------------------------------- */
 
 #define THREADS 8
@@ -499,6 +532,7 @@ int main(void)
         cmocka_unit_test(test_buckets),
         cmocka_unit_test(test_register_twice_and_clashes),
         cmocka_unit_test(test_null_and_wrong_type),
+        cmocka_unit_test(test_remove_series),
         cmocka_unit_test(test_concurrent_increments),
         cmocka_unit_test(test_series_cap),
         cmocka_unit_test(test_collectors),
