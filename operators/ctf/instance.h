@@ -23,6 +23,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -262,6 +263,18 @@ bool ctf_pool_enabled(const ctf_pool_spec *p);
  */
 #define CTF_POOL_WINDOW_S 300
 int ctf_pool_target(const ctf_pool_spec *p, int recent_requests);
+
+/*
+ * ctf_pool_backoff_ms returns how long a pool waits before it starts new
+ * warm instances after failures passes in a row replaced failed ones (a
+ * bad image, a crash loop): 0 for none, then CTF_POOL_BACKOFF_BASE_MS,
+ * doubling each time, at most CTF_POOL_BACKOFF_MAX_MS. A pass that sees
+ * every warm instance Ready, or a new generation of the definition, starts
+ * the count again.
+ */
+#define CTF_POOL_BACKOFF_BASE_MS 5000
+#define CTF_POOL_BACKOFF_MAX_MS  300000
+int64_t ctf_pool_backoff_ms(int failures);
 
 /*
  * ctf_pool_namespace writes the namespace name of warm instance id (hex,

@@ -28,10 +28,15 @@
  * definition with a dynamic flag holds an empty flag file and no env FLAG:
  * it never holds any team's flag before its claim.
  *
+ * A pool whose warm instances fail to start replaces them, but waits
+ * before it starts new ones, longer after each pass that met a failure
+ * (ctf_pool_backoff_ms): a broken image does not churn namespaces.
+ *
  * In memory, per process: the places decided (a claim the cache may not
- * show yet must not be made twice), and the request times that size an
- * autoscaled pool. Losing them on a restart is safe: the caches show every
- * claim, and a pool falls back to min until demand shows again.
+ * show yet must not be made twice), the request times that size an
+ * autoscaled pool, and each pool's run of failures. Losing them on a
+ * restart is safe: the caches show every claim, a pool falls back to min
+ * until demand shows again, and a failing pool fails again (and waits).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -57,6 +62,7 @@ struct ctf_pool {
     json_t *taken;    /* warm namespace -> Challenge uid: claimed (or being claimed) here */
     json_t *requests; /* pool key -> [monotonic ms, ...], oldest first */
     json_t *targets;  /* pool key -> the target last acted on */
+    json_t *failing;  /* pool key -> {"n": passes with failures, "gen": generation, "until": ms} */
     kop_controller *ctl;
     kop_metric *target_metric, *instances_metric, *claims_metric;
 };
@@ -385,6 +391,7 @@ typedef struct pool_view {
     int unclaimed; /* warm, claimed by no one, not being deleted */
     int ready;     /* of those, Ready */
     int claimed;   /* claimed, not being deleted */
+    int failed;    /* failed to start: deleted by this pass */
     json_t *spare; /* the unclaimed, not Ready first (the ones to delete first) */
 } pool_view;
 
@@ -491,6 +498,7 @@ static kop_err look_at(ctf_operator *op, const kop_reconcile *req, const json_t 
                       "warm instance %s failed (%s): replacing it", ns,
                       o.reason ? o.message : "not Ready within startTimeout");
             delete_warm(op, req, n, "it failed to start");
+            v->failed++;
             continue;
         }
         v->unclaimed++;
@@ -578,6 +586,65 @@ static void retarget(ctf_operator *op, const json_t *def, const char *key, int t
 }
 
 /*
+ * backoff updates the pool's run of failures with what this pass saw and
+ * returns how long it must still wait before starting warm instances (ms).
+ * The run ends when the pool is full and every warm instance Ready, or the
+ * definition changes (a fixed image is tried at once).
+ */
+static int64_t backoff(ctf_operator *op, const json_t *def, const char *key, int target,
+                       const pool_view *v)
+{
+    ctf_pool *p = op->pool;
+    int64_t now = kop_mono_ms(), gen = kop_meta_generation(def), wait = 0;
+    int n = 0;
+    pthread_mutex_lock(&p->lock);
+    json_t *run = json_object_get(p->failing, key);
+    if (run && json_integer_value(json_object_get(run, "gen")) != gen)
+        run = NULL; /* a new generation: start the count again */
+    if (v->failed > 0) {
+        n = (run ? (int)json_integer_value(json_object_get(run, "n")) : 0) + 1;
+        wait = ctf_pool_backoff_ms(n);
+        json_object_set_new(p->failing, key,
+                            json_pack("{s:i, s:I, s:I}", "n", n, "gen", (json_int_t)gen, "until",
+                                      (json_int_t)(now + wait)));
+    } else if (!run || (v->unclaimed >= target && v->ready == v->unclaimed)) {
+        json_object_del(p->failing, key); /* healthy, or changed since */
+    } else {
+        wait = json_integer_value(json_object_get(run, "until")) - now;
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (v->failed > 0)
+        kop_event(op->events, def, KOP_EVENT_WARNING, "PoolBackoff", "Wait",
+                  "warm instances failed (%d time%s in a row): new ones start in %lld s", n,
+                  n == 1 ? "" : "s", (long long)(wait / 1000));
+    return wait > 0 ? wait : 0;
+}
+
+/* forget_pool drops what is kept of a deleted definition's pool: its metric series and
+ * the records in memory. */
+static void forget_pool(ctf_operator *op, const char *key, const char *ns, const char *name)
+{
+    ctf_pool *p = op->pool;
+    static const char *const states[] = {"ready", "starting", "claimed"};
+    static const char *const results[] = {"pool", "fresh"};
+    const char *labels[] = {ns, name, NULL, NULL};
+    kop_metric_remove(p->target_metric, labels);
+    for (size_t i = 0; i < CTF_LEN(states); i++) {
+        labels[2] = states[i];
+        kop_metric_remove(p->instances_metric, labels);
+    }
+    for (size_t i = 0; i < CTF_LEN(results); i++) {
+        labels[2] = results[i];
+        kop_metric_remove(p->claims_metric, labels);
+    }
+    pthread_mutex_lock(&p->lock);
+    json_object_del(p->requests, key);
+    json_object_del(p->targets, key);
+    json_object_del(p->failing, key);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/*
  * pool_reconcile keeps one definition's pool at its target: look at every
  * warm instance (apply, count, replace the failed), delete the extra ones
  * (not Ready first), start the missing ones, report.
@@ -589,8 +656,9 @@ static kop_result pool_reconcile(const kop_reconcile *req, void *user)
     json_t *def = NULL;
     ctf_pool_spec spec = {0, 0, false};
     kop_status st;
-    pool_view v = {0, 0, 0, NULL};
+    pool_view v = {0, 0, 0, 0, NULL};
     int target = 0, requests = 0, started = 0;
+    int64_t wait_ms = 0;
 
     pool_key(req->namespace, req->name, key, sizeof key);
     if (kop_informer_dup(req->cache, req->namespace, req->name, &def) == KOP_OK &&
@@ -618,17 +686,26 @@ static kop_result pool_reconcile(const kop_reconcile *req, void *user)
         v.ready = v.ready < target ? v.ready : target;
         v.unclaimed = target;
     }
-    if (!err && pooled && v.unclaimed < target)
+    if (pooled)
+        wait_ms = backoff(op, def, key, target, &v);
+    if (!err && pooled && v.unclaimed < target && wait_ms == 0)
         err = start_warm(op, req, def, target - v.unclaimed, &started);
     v.unclaimed += started;
     ctf_admission_set_warm(op->admission, key, v.unclaimed);
     /* A definition that never had a pool gets no status written. */
     if (def && (pooled || ctf_get2(def, "status", "pool")))
         report(op, req, def, target, &v);
+    if (!def)
+        forget_pool(op, key, req->namespace, req->name);
     json_decref(v.spare);
     json_decref(def);
     if (err)
         return KOP_RETRY;
+    if (wait_ms > 0 && v.unclaimed < target) {
+        if (spec.autoscale && wait_ms > POOL_RESYNC_MS)
+            wait_ms = POOL_RESYNC_MS; /* the window slides meanwhile */
+        return KOP_REQUEUE_AFTER(wait_ms);
+    }
     if (spec.autoscale)
         return KOP_REQUEUE_AFTER(POOL_RESYNC_MS);
     /* Starting instances wake this through their events; the timer catches a start timeout. */
@@ -684,6 +761,7 @@ void ctf_pool_free(ctf_pool *p)
     json_decref(p->taken);
     json_decref(p->requests);
     json_decref(p->targets);
+    json_decref(p->failing);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
@@ -698,8 +776,10 @@ kop_err ctf_setup_pool(ctf_operator *op, kop_status *st)
     p->taken = json_object();
     p->requests = json_object();
     p->targets = json_object();
+    p->failing = json_object();
     op->pool = p;
-    kop_err err = p->decided && p->taken && p->requests && p->targets ? KOP_OK : KOP_ENOMEM;
+    kop_err err =
+        p->decided && p->taken && p->requests && p->targets && p->failing ? KOP_OK : KOP_ENOMEM;
     kop_controller_opts co = {
         .name = "pool",
         .for_resource = CTF_DEFINITIONS,

@@ -4,6 +4,10 @@
  * of warm instances. The pool controller itself is pool.c; the objects of
  * a warm instance are built by instance.c (ctf_build_pooled_children).
  *
+ * A pool whose new instances keep failing waits before it starts more,
+ * longer each time (ctf_pool_backoff_ms), as the kubelet does for a crash
+ * loop: a broken image must not churn namespaces at the pace of failure.
+ *
  * The sizing rule is deliberately simple enough to state in one line and
  * to check by hand in a dashboard: keep min, plus what the last
  * CTF_POOL_WINDOW_S seconds asked for, at most max.
@@ -67,6 +71,16 @@ int ctf_pool_target(const ctf_pool_spec *p, int recent_requests)
         return p->min;
     /* min + requests, without overflow, at most max. */
     return recent_requests >= p->max - p->min ? p->max : p->min + recent_requests;
+}
+
+int64_t ctf_pool_backoff_ms(int failures)
+{
+    if (failures <= 0)
+        return 0;
+    int64_t ms = CTF_POOL_BACKOFF_BASE_MS;
+    for (int i = 1; i < failures && ms < CTF_POOL_BACKOFF_MAX_MS; i++)
+        ms *= 2;
+    return ms < CTF_POOL_BACKOFF_MAX_MS ? ms : CTF_POOL_BACKOFF_MAX_MS;
 }
 
 kop_err ctf_pool_namespace(const char *def_ns, const char *definition, const char *id, char *out,

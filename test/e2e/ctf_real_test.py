@@ -11,8 +11,10 @@ Every check prints "ok N - what" or raises; waits poll for a condition with
 a generous bound and never assert a duration.
 """
 import base64
+import calendar
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -579,6 +581,60 @@ def scenario_pool():
         check(kjson("get", "ns", ns), f"claimed instance {ns} went with the pool")
     ok("min 3 -> 1 deleted 2 warm instances; deleting the definition deleted the last one; "
        "claimed instances stay with their teams")
+    pool_failing()
+
+
+def pool_events(name, reason):
+    """Events of definition name with reason, oldest first."""
+    items = kjson("-n", "ctf", "get", "events", "--field-selector",
+                  f"involvedObject.name={name},reason={reason}")["items"]
+    return sorted(items, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+
+
+def pool_series(name):
+    """The operator's ctf_pool_* series of definition name."""
+    with urllib.request.urlopen(METRICS + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return [line for line in text.splitlines()
+            if line.startswith("ctf_pool_") and f'definition="{name}"' in line]
+
+
+def pool_failing():
+    """A pool whose instances cannot start replaces each one, waiting longer
+    every time; a fixed definition fills it; a deleted one leaves no series."""
+    log("a pool whose instances cannot start: replaced after a growing wait")
+    check(not pool_series("warm"), f"series of the deleted definition warm: {pool_series('warm')}")
+    ok("the deleted definition's ctf_pool_* series are gone from /metrics")
+    good = kjson("-n", "ctf", "get", "chaldef", "nc")["spec"]["pods"][0]["template"]["containers"][0]["image"]
+
+    def broken(d):
+        d["pods"][0]["template"]["containers"][0]["image"] = "registry.devcluster.test/kopc/not-built:1"
+        d["pool"] = {"min": 1}
+    copy_definition("nc", "broken", broken)
+    waits = wait(240, "two PoolBackoff Events for broken",
+                 lambda: (lambda evs: evs if len(evs) >= 2 else None)(pool_events("broken", "PoolBackoff")))
+    failed = pool_events("broken", "WarmInstanceFailed")
+    check(failed and "not-built:1" in failed[0]["message"], f"WarmInstanceFailed: {failed}")
+    secs = [int(re.search(r"start in (\d+) s", e["message"]).group(1)) for e in waits[:2]]
+    check(secs[0] == 5 and secs[1] > secs[0], f"waits not growing: {[e['message'] for e in waits]}")
+    t = [time_of(e) for e in waits[:2]]
+    check(t[1] - t[0] >= secs[0] - 1, f"a new warm instance started within the wait: {t}")
+    ok(f"each failed warm instance is replaced, after {secs[0]} s, then {secs[1]} s "
+       f"(\"{failed[0]['message']}\")")
+
+    kubectl("-n", "ctf", "patch", "chaldef", "broken", "--type", "json", "-p", json.dumps(
+        [{"op": "replace", "path": "/spec/pods/0/template/containers/0/image", "value": good}]))
+    wait(180, "the fixed pool Ready", lambda: pool_ready("broken", 1))
+    check(pool_series("broken"), "no ctf_pool_* series for broken")
+    kubectl("-n", "ctf", "delete", "chaldef", "broken")
+    wait(120, "broken's warm instance gone", lambda: not warm_namespaces("broken"))
+    wait(60, "broken's series gone", lambda: not pool_series("broken"))
+    ok("the fixed image fills the pool at once; deleting the definition removes its series")
+
+
+def time_of(event):
+    stamp = event.get("lastTimestamp") or event.get("eventTime")
+    return calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S"))
 
 
 def stop_operator():

@@ -113,6 +113,23 @@ static void test_target(void **state)
     assert_int_equal(ctf_pool_target(NULL, 1), 0);
 }
 
+/* A failing pool waits 5 s, then twice as long after each failed pass, at most 5 min. */
+static void test_backoff(void **state)
+{
+    (void)state;
+    assert_int_equal(ctf_pool_backoff_ms(-1), 0);
+    assert_int_equal(ctf_pool_backoff_ms(0), 0);
+    assert_int_equal(ctf_pool_backoff_ms(1), CTF_POOL_BACKOFF_BASE_MS);
+    assert_int_equal(ctf_pool_backoff_ms(2), 2 * CTF_POOL_BACKOFF_BASE_MS);
+    assert_int_equal(ctf_pool_backoff_ms(4), 8 * CTF_POOL_BACKOFF_BASE_MS);
+    for (int n = 1; n < 100; n++) {
+        assert_true(ctf_pool_backoff_ms(n + 1) >= ctf_pool_backoff_ms(n));
+        assert_true(ctf_pool_backoff_ms(n) <= CTF_POOL_BACKOFF_MAX_MS);
+    }
+    assert_int_equal(ctf_pool_backoff_ms(7), CTF_POOL_BACKOFF_MAX_MS); /* 5 s * 64 > 5 min */
+    assert_int_equal(ctf_pool_backoff_ms(INT_MAX), CTF_POOL_BACKOFF_MAX_MS);
+}
+
 static void test_namespace(void **state)
 {
     (void)state;
@@ -293,6 +310,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_target),
+        cmocka_unit_test(test_backoff),
         cmocka_unit_test(test_namespace),
         cmocka_unit_test(test_warm_children),
         cmocka_unit_test(test_claimed_children),
