@@ -91,6 +91,15 @@ def with_spread(r, key, digits):
     return v
 
 
+def cell_trials(results, workload, n):
+    """How many trials the cell workload-n had: the most of any operator and phase."""
+    counts = {}
+    for r in results["runs"]:
+        if r["workload"] == workload and r["n"] == n:
+            counts.setdefault((r["operator"], r["phase"]), set()).add(r.get("trial", 1))
+    return max((len(t) for t in counts.values()), default=0)
+
+
 def table(results):
     lines = []
     v = results["versions"]
@@ -108,7 +117,12 @@ def table(results):
                      f"{'are' if noisy != 1 else 'is'} marked noisy). After: min {min(loads):.2f}, "
                      f"median {median(loads):.2f}, max {max(loads):.2f} (a measurement alone "
                      f"makes about 2 on this machine).\n")
-    lines.append(f"Each figure is the median of {results.get('trials', 1)} trials, run "
+    sizes = sorted({(r["workload"], r["n"]) for r in results["runs"]},
+                   key=lambda x: (x[0] != "flighttickets", x[1]))
+    per_cell = {c: cell_trials(results, *c) for c in sizes}
+    usual = max(set(per_cell.values()), key=list(per_cell.values()).count, default=1)
+    lines.append(f"Each figure is the median of {usual} trials (unless a heading says "
+                 f"otherwise), run "
                  f"interleaved (the limit, then each operator, then again); (min–max) gives "
                  f"the spread. Writes per object: POST, PUT, PATCH and DELETE requests of the "
                  f"operator (its rest_client_requests_total), or of the loader doing the "
@@ -123,11 +137,11 @@ def table(results):
     for k, val in v.items():
         lines.append(f"| {k} | {val} |")
     lines.append("")
-    sizes = sorted({(r["workload"], r["n"]) for r in results["runs"]},
-                   key=lambda x: (x[0] != "flighttickets", x[1]))
     for workload, n in sizes:
         what = "FlightTickets" if workload == "flighttickets" else "Challenges"
-        lines.append(f"### {n:,} {what}\n")
+        k = per_cell[(workload, n)]
+        lines.append(f"### {n:,} {what}" + (f" ({k} trial{'s' if k != 1 else ''})"
+                                            if k != usual else "") + "\n")
         lines.append("| operator | all done (s) | × limit | p50 latency (ms) | p99 latency (ms) "
                      "| CPU (s) | CPU per object (ms) | reconciles | writes per object "
                      "| peak RSS (MiB) | steady RSS (MiB) | of it anon / file | PSS (MiB) "
