@@ -24,7 +24,7 @@ fresh devcluster (same binary, same flags, same etcd state at the start):
          seen on the team's stream (bench/streams.py).
 
 --perf OPS profiles the warm phase of the named operators with perf (the
-loader's run only, call graphs at 499 Hz) and writes perf.txt beside the
+loader's run only, 199 Hz, DWARF call graphs) and writes perf.txt beside the
 run's figures: the top of the report by library and symbol. A profiled run
 is slower, so its figures are never published.
 
@@ -432,9 +432,9 @@ class Profile:
         if op.name not in args.perf:
             return
         self.data = os.path.join(out, "perf.data")
-        self.proc = subprocess.Popen(["perf", "record", "-q", "-F", "499", "-g", "-p", str(pid),
-                                      "-o", self.data], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(["perf", "record", "-q", "-F", "199", "--call-graph",
+                                      "dwarf,8192", "-p", str(pid), "-o", self.data],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def stop(self):
         if not self.proc:
@@ -442,10 +442,14 @@ class Profile:
         self.proc.send_signal(signal.SIGINT)
         self.proc.wait(60)
         with open(os.path.join(self.out, "perf.txt"), "w") as f:
-            for sort in ("dso", "dso,sym"):  # by library, then by function
+            # By library, by function, then each function with what it calls (the
+            # operator's own functions show where the libraries' time is spent).
+            for extra in (["--no-children", "--sort", "dso", "--percent-limit", "0.5"],
+                          ["--no-children", "--sort", "dso,sym", "--percent-limit", "0.5"],
+                          ["--children", "--sort", "sym", "--percent-limit", "2"]):
                 f.flush()
-                subprocess.run(["perf", "report", "-i", self.data, "--stdio", "--no-children",
-                                "--sort", sort, "-g", "none", "--percent-limit", "0.5"],
+                subprocess.run(["perf", "report", "-i", self.data, "--stdio", "-g", "none",
+                                *extra],
                                stdout=f, stderr=subprocess.DEVNULL)
 
 
