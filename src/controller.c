@@ -107,6 +107,17 @@ bool kop_predicate_labels_changed(const json_t *old_obj, const json_t *new_obj, 
     return !json_equal(a, b);
 }
 
+/* predicate_reads: what an update predicate reads of the old object (libkop's own read
+ * metadata only; no predicate reads nothing). */
+static kop_old_use predicate_reads(kop_update_predicate_fn p)
+{
+    if (!p)
+        return KOP_OLD_UNUSED;
+    if (p == kop_predicate_generation_changed || p == kop_predicate_labels_changed)
+        return KOP_OLD_METADATA;
+    return KOP_OLD_FULL;
+}
+
 /* ---- keys --------------------------------------------------------------- */
 
 void kop_controller_enqueue(kop_controller *c, const char *ns, const char *name)
@@ -272,7 +283,8 @@ kop_err kop_controller_new(kop_manager *m, const kop_controller_opts *opts, kop_
         err = register_metrics(kop_manager_metrics(m), &c->rm);
     if (err)
         goto out;
-    kop_informer_handler h = {primary_add, primary_update, primary_add, c};
+    kop_informer_handler h = {primary_add, primary_update, primary_add, c,
+                              predicate_reads(c->opts.update_predicate)};
     err = kop_informer_add_handler(c->primary, &h);
     if (!err)
         err = kop_manager_add_runnable(m, &(kop_runnable){.name = c->name,
@@ -294,8 +306,10 @@ out:
     return err;
 }
 
+/* add_watch registers a watch; fn NULL: owned children, mapped by their owner reference
+ * (metadata only). */
 static kop_err add_watch(kop_controller *c, const kop_resource *r, const char *labels,
-                         kop_map_fn fn, void *user)
+                         kop_map_fn fn, void *user, bool map_reads_metadata)
 {
     if (c->nwatches >= MAX_WATCHES)
         return KOP_ETOOBIG;
@@ -306,7 +320,8 @@ static kop_err add_watch(kop_controller *c, const kop_resource *r, const char *l
         return err;
     struct watch_spec *w = &c->watches[c->nwatches];
     *w = (struct watch_spec){.ctl = c, .fn = fn, .user = user};
-    kop_informer_handler h = {watched, watched_update, watched, w};
+    kop_informer_handler h = {watched, watched_update, watched, w,
+                              !fn || map_reads_metadata ? KOP_OLD_METADATA : KOP_OLD_FULL};
     err = kop_informer_add_handler(inf, &h);
     if (!err)
         c->nwatches++;
@@ -315,13 +330,23 @@ static kop_err add_watch(kop_controller *c, const kop_resource *r, const char *l
 
 kop_err kop_controller_owns(kop_controller *c, const kop_resource *child)
 {
-    return add_watch(c, child, NULL, NULL, NULL);
+    return add_watch(c, child, NULL, NULL, NULL, true);
+}
+
+kop_err kop_controller_watch(kop_controller *c, const kop_controller_watch_opts *opts)
+{
+    if (!c || !opts || !opts->resource || !opts->fn)
+        return KOP_EINVAL;
+    return add_watch(c, opts->resource, opts->label_selector, opts->fn, opts->user,
+                     opts->map_reads_metadata);
 }
 
 kop_err kop_controller_watches(kop_controller *c, const kop_resource *r, const char *label_selector,
                                kop_map_fn fn, void *user)
 {
-    return fn ? add_watch(c, r, label_selector, fn, user) : KOP_EINVAL;
+    kop_controller_watch_opts o = {
+        .resource = r, .label_selector = label_selector, .fn = fn, .user = user};
+    return kop_controller_watch(c, &o);
 }
 
 kop_informer *kop_controller_cache(kop_controller *c)

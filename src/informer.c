@@ -14,7 +14,10 @@
  *
  * The store maps "ns/name" to an entry holding the object as compact JSON
  * text (jansson trees cost about ten times their text), its
- * resourceVersion, and the index values it was filed under. A relist does
+ * resourceVersion, and the index values it was filed under. The text
+ * starts with apiVersion, kind and metadata, and the entry knows where
+ * metadata ends: the object an update replaces is parsed for the handlers
+ * only as far as they read it (kop_old_use), often just that head. A relist does
  * not build a second store: it stamps every entry it sees with the relist's
  * generation, updates those that changed, and afterwards deletes the
  * entries it did not see. At peak it holds the store plus one page.
@@ -22,6 +25,7 @@
  * Locking: one rwlock guards the store and indexes. Handlers are called
  * with no lock held, on the informer thread, in event order.
  */
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -55,9 +59,10 @@
  * itself.
  */
 struct entry {
-    char *json;  /* compact serialized object */
+    char *json;  /* compact serialized object, apiVersion, kind and metadata first */
     char **vals; /* index values; NULL when none */
     unsigned gen;
+    unsigned head_len; /* json[0..head_len) + "}" is the head alone; 0: no head */
     unsigned char nvals[KOP_INFORMER_MAX_INDEXES]; /* each <= KOP_INDEX_MAX_VALUES */
     char rv[];   /* metadata.resourceVersion */
 };
@@ -363,6 +368,53 @@ static kop_err index_add(kop_informer *inf, const char *key, const json_t *obj, 
 }
 
 /* new_entry serializes obj into a fresh entry. */
+static bool is_head_key(const char *k)
+{
+    return strcmp(k, "metadata") == 0 || strcmp(k, "apiVersion") == 0 || strcmp(k, "kind") == 0;
+}
+
+/*
+ * entry_text serializes obj with its head (apiVersion, kind, metadata)
+ * first, as the head's text and the rest's joined: "{head}" + "{rest}"
+ * becomes "{head,rest}", and *head_len is where the head's closing brace
+ * was (0, and the text as it comes, for an object without a head or a
+ * head too long to count). NULL when memory runs out.
+ */
+static char *entry_text(const json_t *obj, unsigned *head_len)
+{
+    json_t *head = json_object(), *rest = json_object(), *v;
+    const char *k;
+    char *h = NULL, *r = NULL, *out = NULL;
+    bool ok = head && rest;
+    *head_len = 0;
+    json_object_foreach((json_t *)obj, k, v)
+    {
+        if (ok && json_object_set(is_head_key(k) ? head : rest, k, v) != 0)
+            ok = false;
+    }
+    if (ok && (h = kop_meta_dumps(head, JSON_COMPACT)) &&
+        (r = kop_meta_dumps(rest, JSON_COMPACT))) {
+        size_t hl = strlen(h) - 1, rl = strlen(r); /* h without its '}'; r is "{...}" */
+        if (json_object_size(head) == 0 || hl >= UINT_MAX) {
+            out = kop_meta_dumps(obj, JSON_COMPACT);
+        } else if (json_object_size(rest) == 0) {
+            out = h; /* the head is the whole object */
+            h = NULL;
+            *head_len = (unsigned)hl;
+        } else if ((out = malloc(hl + rl + 1))) {
+            memcpy(out, h, hl);
+            out[hl] = ',';
+            memcpy(out + hl + 1, r + 1, rl); /* r's text after '{', and its NUL */
+            *head_len = (unsigned)hl;
+        }
+    }
+    free(h);
+    free(r);
+    json_decref(head);
+    json_decref(rest);
+    return out;
+}
+
 static struct entry *new_entry(const json_t *obj, unsigned gen)
 {
     const char *rv = meta_str(obj, "resourceVersion");
@@ -371,7 +423,7 @@ static struct entry *new_entry(const json_t *obj, unsigned gen)
     if (!e)
         return NULL;
     memcpy(e->rv, rv ? rv : "", rv_len);
-    e->json = kop_meta_dumps(obj, JSON_COMPACT);
+    e->json = entry_text(obj, &e->head_len);
     e->gen = gen;
     if (!e->json) {
         free_entry(e);
@@ -390,12 +442,42 @@ static json_t *parse_entry(const struct entry *e)
     return json_loads(e->json, 0, NULL);
 }
 
+/* parse_head parses only the head of a cached text: apiVersion, kind and metadata. */
+static json_t *parse_head(const struct entry *e)
+{
+    char stack[2048];
+    if (e->head_len == 0)
+        return parse_entry(e);
+    char *buf = e->head_len + 1 <= sizeof stack ? stack : malloc(e->head_len + 1);
+    if (!buf)
+        return NULL;
+    memcpy(buf, e->json, e->head_len);
+    buf[e->head_len] = '}';
+    json_t *head = json_loadb(buf, e->head_len + 1, 0, NULL);
+    if (buf != stack)
+        free(buf);
+    return head;
+}
+
+/* parse_old parses a replaced entry as far as the handlers read it (NULL for none). */
+static json_t *parse_old(const struct entry *e, kop_old_use need)
+{
+    switch (need) {
+    case KOP_OLD_FULL:
+        return parse_entry(e);
+    case KOP_OLD_METADATA:
+        return parse_head(e);
+    default:
+        return NULL;
+    }
+}
+
 /*
  * upsert puts obj (borrowed) into the store. *old_out gets the replaced
- * object parsed (owned) when there was one and want_old is set; *changed
- * is false when the cached version was already this one.
+ * object parsed as far as need says (owned; NULL for KOP_OLD_UNUSED);
+ * *changed is false when the cached version was already this one.
  */
-static kop_err upsert(kop_informer *inf, const json_t *obj, unsigned gen, bool want_old,
+static kop_err upsert(kop_informer *inf, const json_t *obj, unsigned gen, kop_old_use need,
                       json_t **old_out, bool *existed, bool *changed)
 {
     char key[512];
@@ -419,8 +501,7 @@ static kop_err upsert(kop_informer *inf, const json_t *obj, unsigned gen, bool w
         goto out;
     }
     if (cur) {
-        if (want_old)
-            *old_out = parse_entry(cur);
+        *old_out = parse_old(cur, need);
         index_remove(inf, key, cur);
     }
     err = index_add(inf, key, obj, e);
@@ -457,12 +538,19 @@ static void forget(kop_informer *inf, const char *key, json_t **last_out)
 
 /* ---- handlers ----------------------------------------------------------- */
 
-static bool want_old(const kop_informer *inf)
+/* old_need: how much of a replaced object the update handlers read, the most of any. */
+static kop_old_use old_need(const kop_informer *inf)
 {
-    for (int i = 0; i < inf->nhandlers; i++)
-        if (inf->handlers[i].on_update)
-            return true;
-    return false;
+    kop_old_use need = KOP_OLD_UNUSED;
+    for (int i = 0; i < inf->nhandlers; i++) {
+        const kop_informer_handler *h = &inf->handlers[i];
+        if (!h->on_update || h->old_use == KOP_OLD_UNUSED)
+            continue;
+        if (h->old_use != KOP_OLD_METADATA)
+            return KOP_OLD_FULL; /* what it reads is not known: all of it */
+        need = KOP_OLD_METADATA;
+    }
+    return need;
 }
 
 static void notify_add_or_update(kop_informer *inf, const json_t *old_obj, const json_t *obj,
@@ -492,7 +580,7 @@ static kop_err apply_object(kop_informer *inf, json_t *obj, unsigned gen)
     kop_err err = prepare(inf, obj, &obj);
     if (err || !obj)
         return err;
-    err = upsert(inf, obj, gen, want_old(inf), &old, &existed, &changed);
+    err = upsert(inf, obj, gen, old_need(inf), &old, &existed, &changed);
     if (!err && changed)
         notify_add_or_update(inf, old, obj, existed);
     json_decref(old);
@@ -873,7 +961,9 @@ kop_err kop_informer_get(kop_informer *inf, const char *ns, const char *name, js
     return kop_informer_dup(inf, ns, name, out);
 }
 
-kop_err kop_informer_dup(kop_informer *inf, const char *ns, const char *name, json_t **out)
+/* dup_parsed parses the entry ns/name, whole or its head only. */
+static kop_err dup_parsed(kop_informer *inf, const char *ns, const char *name, bool head,
+                          json_t **out)
 {
     char key[512];
     *out = NULL;
@@ -882,11 +972,21 @@ kop_err kop_informer_dup(kop_informer *inf, const char *ns, const char *name, js
     pthread_rwlock_rdlock(&inf->lock);
     struct entry *e = kop__map_get(&inf->store, key);
     if (e)
-        *out = parse_entry(e);
+        *out = head ? parse_head(e) : parse_entry(e);
     pthread_rwlock_unlock(&inf->lock);
     if (!e)
         return KOP_ENOTFOUND;
     return *out ? KOP_OK : KOP_ENOMEM;
+}
+
+kop_err kop_informer_dup(kop_informer *inf, const char *ns, const char *name, json_t **out)
+{
+    return dup_parsed(inf, ns, name, false, out);
+}
+
+kop_err kop_informer_dup_metadata(kop_informer *inf, const char *ns, const char *name, json_t **out)
+{
+    return dup_parsed(inf, ns, name, true, out);
 }
 
 /* append_key parses the entry under key into arr. Lock held by the caller. */

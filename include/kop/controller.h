@@ -130,10 +130,36 @@ typedef void (*kop_emit_fn)(const char *ns, const char *name, void *emit_ctx);
 typedef void (*kop_map_fn)(const json_t *obj, kop_emit_fn emit, void *emit_ctx, void *user);
 
 /*
- * kop_controller_watches watches the objects of r that match label_selector
- * (NULL: all) and enqueues what fn maps each object to. For children in
- * other namespaces than their parent, where owner references cannot point,
- * label the children with their parent and map the labels back here.
+ * kop_controller_watch_opts: what kop_controller_watch watches and how it maps an
+ * object to the keys to reconcile.
+ */
+typedef struct kop_controller_watch_opts {
+    const kop_resource *resource; /* required; its strings must outlive the manager */
+    const char *label_selector;   /* NULL: all */
+    kop_map_fn fn;                /* required */
+    void *user;
+    /*
+     * fn reads no more of an object than its apiVersion, kind and
+     * metadata (labels, owner references, names): an update's replaced
+     * object is then parsed only that far (kop_old_use).
+     */
+    bool map_reads_metadata;
+} kop_controller_watch_opts;
+
+/*
+ * kop_controller_watch watches the objects of opts->resource that match
+ * opts->label_selector and enqueues what opts->fn maps each object to; on
+ * an update, what it maps the replaced object to as well (a child whose
+ * labels changed tells both parents). For children in other namespaces
+ * than their parent, where owner references cannot point, label the
+ * children with their parent and map the labels back here.
+ */
+KOP_API KOP_NODISCARD kop_err kop_controller_watch(kop_controller *c,
+                                                   const kop_controller_watch_opts *opts);
+
+/*
+ * kop_controller_watches is kop_controller_watch of r, label_selector (NULL:
+ * all), fn and user, with a map function that may read the whole object.
  */
 KOP_API KOP_NODISCARD kop_err kop_controller_watches(kop_controller *c, const kop_resource *r,
                                                      const char *label_selector, kop_map_fn fn,

@@ -284,5 +284,5 @@ static void on_delete(const json_t *obj, void *user)
 
 kop_informer_handler ctf_admission_handler(ctf_admission *a)
 {
-    return (kop_informer_handler){on_add, on_update, on_delete, a};
+    return (kop_informer_handler){on_add, on_update, on_delete, a, KOP_OLD_UNUSED};
 }

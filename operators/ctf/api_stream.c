@@ -106,7 +106,7 @@ static void on_delete(const json_t *obj, void *user)
 
 kop_informer_handler ctf_api_hub_handler(ctf_api *api)
 {
-    return (kop_informer_handler){on_add, on_update, on_delete, api};
+    return (kop_informer_handler){on_add, on_update, on_delete, api, KOP_OLD_UNUSED};
 }
 
 /* tokens_changed: a token Secret changed; every stream checks its token again. */
@@ -128,7 +128,8 @@ static void tokens_updated(const json_t *old_obj, const json_t *new_obj, void *u
 
 kop_informer_handler ctf_api_token_handler(ctf_api *api)
 {
-    return (kop_informer_handler){tokens_changed, tokens_updated, tokens_changed, api};
+    return (kop_informer_handler){tokens_changed, tokens_updated, tokens_changed, api,
+                                  KOP_OLD_UNUSED};
 }
 
 /* mono_timespec turns a CLOCK_MONOTONIC time in ms into a timespec for a condition wait. */

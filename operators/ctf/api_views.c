@@ -116,15 +116,16 @@ static void chal_added(const json_t *obj, void *user)
     forget(user, obj);
 }
 
+/* The old object names the same slot: spec.team and spec.definition are immutable (CEL). */
 static void chal_updated(const json_t *old_obj, const json_t *new_obj, void *user)
 {
-    forget(user, old_obj);
+    (void)old_obj;
     forget(user, new_obj);
 }
 
 kop_informer_handler ctf_api_views_challenge_handler(ctf_api *api)
 {
-    return (kop_informer_handler){chal_added, chal_updated, chal_added, api};
+    return (kop_informer_handler){chal_added, chal_updated, chal_added, api, KOP_OLD_UNUSED};
 }
 
 static void defs_changed(const json_t *obj, void *user)
@@ -144,7 +145,7 @@ static void def_updated(const json_t *old_obj, const json_t *new_obj, void *user
 
 kop_informer_handler ctf_api_views_definition_handler(ctf_api *api)
 {
-    return (kop_informer_handler){defs_changed, def_updated, defs_changed, api};
+    return (kop_informer_handler){defs_changed, def_updated, defs_changed, api, KOP_OLD_UNUSED};
 }
 
 /* ---- answering ---------------------------------------------------------------- */

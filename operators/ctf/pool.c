@@ -224,7 +224,7 @@ ctf_place ctf_pool_place(ctf_operator *op, const json_t *chal, char *ns, size_t 
         return CTF_PLACE_POOLED;
     }
     /* ns holds the fresh instance's name: it exists, or a pass decided before. */
-    if (kop_informer_dup(op->namespaces, NULL, ns, &fresh) == KOP_OK ||
+    if (kop_informer_dup_metadata(op->namespaces, NULL, ns, &fresh) == KOP_OK ||
         ctf_str2(chal, "status", "namespace"))
         place = CTF_PLACE_FRESH;
     json_decref(fresh);
@@ -798,7 +798,12 @@ kop_err ctf_setup_pool(ctf_operator *op, kop_status *st)
     const kop_resource *children[] = {&CTF_NAMESPACES, &CTF_DEPLOYMENTS, &CTF_PODS,
                                       &CTF_ENDPOINTSLICES};
     for (size_t i = 0; !err && i < CTF_LEN(children); i++)
-        err = kop_controller_watches(p->ctl, children[i], CTF_MANAGED, by_pool, op);
+        err =
+            kop_controller_watch(p->ctl, &(kop_controller_watch_opts){.resource = children[i],
+                                                                      .label_selector = CTF_MANAGED,
+                                                                      .fn = by_pool,
+                                                                      .user = op,
+                                                                      .map_reads_metadata = true});
     if (err)
         kop_status_setf(st, 0, NULL, "pool controller: %s", kop_strerror(err));
     return err;

@@ -334,8 +334,8 @@ static ctf_applied_seen see_children(ctf_operator *op, const json_t *children)
         json_t *cached = NULL;
         if (!cache)
             continue;
-        if (kop_informer_dup(cache, kop_meta_namespace(child), kop_meta_name(child), &cached) !=
-                KOP_OK ||
+        if (kop_informer_dup_metadata(cache, kop_meta_namespace(child), kop_meta_name(child),
+                                      &cached) != KOP_OK ||
             kop_meta_is_deleting(cached))
             seen.missing++;
         else if (kop_streq(kind, "Deployment"))
@@ -510,8 +510,8 @@ static kop_err apply_pooled(ctf_operator *op, const json_t *chal, const json_t *
 static bool namespace_going(ctf_operator *op, const char *ns)
 {
     json_t *n = NULL;
-    bool going =
-        kop_informer_dup(op->namespaces, NULL, ns, &n) == KOP_OK && kop_meta_is_deleting(n);
+    bool going = kop_informer_dup_metadata(op->namespaces, NULL, ns, &n) == KOP_OK &&
+                 kop_meta_is_deleting(n);
     json_decref(n);
     return going;
 }

@@ -42,7 +42,7 @@ static void by_labels(const json_t *obj, kop_emit_fn emit, void *ctx, void *user
         return;
     }
     if (!kop_meta_label(obj, CTF_LABEL_POOL) || !kop_meta_namespace(obj) ||
-        kop_informer_dup(op->namespaces, NULL, kop_meta_namespace(obj), &nsobj) != KOP_OK)
+        kop_informer_dup_metadata(op->namespaces, NULL, kop_meta_namespace(obj), &nsobj) != KOP_OK)
         return;
     ns = kop_meta_label(nsobj, CTF_LABEL_CHALLENGE_NS);
     name = kop_meta_label(nsobj, CTF_LABEL_CHALLENGE);
@@ -154,11 +154,20 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
         err = kop_informer_add_handler(op->challenges, &h);
     }
     if (!err)
-        err = kop_controller_watches(op->ctl, &CTF_DEFINITIONS, NULL, by_definition, op);
+        err =
+            kop_controller_watch(op->ctl, &(kop_controller_watch_opts){.resource = &CTF_DEFINITIONS,
+                                                                       .fn = by_definition,
+                                                                       .user = op,
+                                                                       .map_reads_metadata = true});
     const kop_resource *children[] = {&CTF_NAMESPACES, &CTF_DEPLOYMENTS, &CTF_PODS, &CTF_SERVICES,
                                       &CTF_ENDPOINTSLICES};
-    for (size_t i = 0; !err && i < 5; i++)
-        err = kop_controller_watches(op->ctl, children[i], CTF_MANAGED, by_labels, op);
+    for (size_t i = 0; !err && i < CTF_LEN(children); i++)
+        err = kop_controller_watch(op->ctl,
+                                   &(kop_controller_watch_opts){.resource = children[i],
+                                                                .label_selector = CTF_MANAGED,
+                                                                .fn = by_labels,
+                                                                .user = op,
+                                                                .map_reads_metadata = true});
     if (!err)
         err = kop_manager_informer(op->mgr, &CTF_DEFINITIONS, NULL, NULL, &op->definitions);
     if (!err)

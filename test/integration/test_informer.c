@@ -154,7 +154,7 @@ static kop_informer *start_informer(const char *selector, struct counts *c)
     kop_informer *inf = NULL;
     kop_informer_opts o = {.resource = CONFIGMAPS, .namespace = ns, .label_selector = selector};
     assert_int_equal(kop_informer_new(client, &o, &inf), KOP_OK);
-    kop_informer_handler h = {on_add, on_update, on_delete, c};
+    kop_informer_handler h = {on_add, on_update, on_delete, c, KOP_OLD_FULL};
     assert_int_equal(kop_informer_add_handler(inf, &h), KOP_OK);
     assert_int_equal(kop_informer_start(inf), KOP_OK);
     assert_true(kop_informer_wait_synced(inf, 60000));
@@ -234,6 +234,89 @@ static void test_rapid_updates_converge(void **state)
     assert_string_equal(json_string_value(json_object_get(one, "kind")), "ConfigMap");
     json_decref(one);
     kop_informer_free(inf);
+}
+
+/* What an update handler saw of the replaced object. */
+struct seen_old {
+    atomic_int updates;
+    atomic_bool had_data, had_head,
+        older; /* data there; apiVersion, kind, name; an older version */
+};
+
+static void saw_old(const json_t *old_obj, const json_t *new_obj, void *user)
+{
+    struct seen_old *s = user;
+    const json_t *meta = json_object_get(old_obj, "metadata");
+    atomic_store(&s->had_data, json_object_get(old_obj, "data") != NULL);
+    atomic_store(&s->had_head,
+                 json_object_get(old_obj, "apiVersion") && json_object_get(old_obj, "kind") &&
+                     json_object_get(meta, "name") && json_object_get(meta, "labels"));
+    atomic_store(&s->older, strcmp(rv_of(old_obj), rv_of(new_obj)) != 0);
+    atomic_fetch_add(&s->updates, 1);
+}
+
+static kop_informer *start_old_watcher(kop_old_use a, struct seen_old *sa, kop_old_use b,
+                                       struct seen_old *sb)
+{
+    kop_informer *inf = NULL;
+    kop_informer_opts o = {.resource = CONFIGMAPS, .namespace = ns, .label_selector = "set=old"};
+    assert_int_equal(kop_informer_new(client, &o, &inf), KOP_OK);
+    kop_informer_handler ha = {NULL, saw_old, NULL, sa, a}, hb = {NULL, saw_old, NULL, sb, b};
+    assert_int_equal(kop_informer_add_handler(inf, &ha), KOP_OK);
+    if (sb)
+        assert_int_equal(kop_informer_add_handler(inf, &hb), KOP_OK);
+    assert_int_equal(kop_informer_start(inf), KOP_OK);
+    assert_true(kop_informer_wait_synced(inf, 60000));
+    return inf;
+}
+
+/*
+ * The replaced object is parsed as far as the handlers read it: metadata
+ * only when every handler says so (the rest absent), the whole object when
+ * one handler reads it; the cached object itself stays whole, and
+ * kop_informer_dup_metadata reads its head alone.
+ */
+static void test_old_object_as_far_as_read(void **state)
+{
+    (void)state;
+    kop_status st;
+    static struct seen_old meta_only, meta_beside_full, full;
+    json_t *cm = configmap("old-1", "old", 1), *patch = json_pack("{s:{s:s}}", "data", "v", "2");
+    assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, NULL, &st), KOP_OK);
+    kop_informer *slim = start_old_watcher(KOP_OLD_METADATA, &meta_only, KOP_OLD_UNUSED, NULL);
+    kop_informer *whole =
+        start_old_watcher(KOP_OLD_METADATA, &meta_beside_full, KOP_OLD_FULL, &full);
+    assert_int_equal(kop_patch_object(client,
+                                      &(kop_patch_req){.target = {&CONFIGMAPS, ns, "old-1"},
+                                                       .type = KOP_PATCH_MERGE,
+                                                       .patch = patch},
+                                      NULL, &st),
+                     KOP_OK);
+    for (int i = 0;
+         i < 240 && (atomic_load(&meta_only.updates) < 1 || atomic_load(&full.updates) < 1); i++)
+        usleep(250 * 1000);
+    assert_true(atomic_load(&meta_only.updates) >= 1 && atomic_load(&full.updates) >= 1);
+    assert_true(atomic_load(&meta_only.had_head) && atomic_load(&meta_only.older));
+    assert_false(atomic_load(&meta_only.had_data)); /* only metadata was parsed */
+    assert_true(atomic_load(&full.had_data) && atomic_load(&meta_beside_full.had_data));
+    json_t *cached = NULL;
+    assert_int_equal(kop_informer_dup(slim, ns, "old-1", &cached), KOP_OK);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(cached, "data"), "v")),
+                        "2");
+    assert_string_equal(json_string_value(json_object_get(cached, "kind")), "ConfigMap");
+    json_decref(cached);
+    /* A reader of metadata alone gets the head only. */
+    assert_int_equal(kop_informer_dup_metadata(slim, ns, "old-1", &cached), KOP_OK);
+    assert_string_equal(json_string_value(json_object_get(cached, "kind")), "ConfigMap");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(cached, "metadata"), "name")), "old-1");
+    assert_null(json_object_get(cached, "data"));
+    json_decref(cached);
+    assert_int_equal(kop_informer_dup_metadata(slim, ns, "no-such", &cached), KOP_ENOTFOUND);
+    kop_informer_free(slim);
+    kop_informer_free(whole);
+    json_decref(patch);
+    json_decref(cm);
 }
 
 static void test_delete_reaches_handler(void **state)
@@ -389,6 +472,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rapid_updates_converge),
         cmocka_unit_test(test_delete_reaches_handler),
+        cmocka_unit_test(test_old_object_as_far_as_read),
         cmocka_unit_test(test_owner_index),
         cmocka_unit_test(test_apiserver_restart_and_gone), /* restarts the cluster: last */
     };

@@ -99,7 +99,7 @@ static void test_events_survive_failed_applies(void **state)
     for (int i = 0; i < OBJECTS; i++)
         write_cm(i, 0);
     kop_informer_opts o = {.resource = CONFIGMAPS, .namespace = env.ns, .transform = transform};
-    kop_informer_handler h = {applied, applied_update, applied, NULL};
+    kop_informer_handler h = {applied, applied_update, applied, NULL, KOP_OLD_FULL};
     assert_int_equal(kop_informer_new(env.client, &o, &inf), KOP_OK);
     assert_int_equal(kop_informer_add_handler(inf, &h), KOP_OK);
     assert_int_equal(kop_informer_start(inf), KOP_OK);
