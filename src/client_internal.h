@@ -50,6 +50,7 @@ typedef struct kop__watch_decoder {
     size_t line_start; /* start of the incomplete last line */
     kop_err poison;    /* KOP_OK, or the error that ended the stream */
     bool backlog_full; /* poisoned by KOP__WATCH_BACKLOG_MAX, not by a long line */
+    bool drop_managed_fields; /* cut object.metadata.managedFields before parsing */
 } kop__watch_decoder;
 
 /* kop__watch_decoder_init prepares d to accept lines of up to max_line bytes. */
@@ -71,6 +72,15 @@ void kop__watch_decoder_fini(kop__watch_decoder *d);
  * again from the last resourceVersion it saw.
  */
 KOP_NODISCARD kop_err kop__watch_decoder_feed(kop__watch_decoder *d, const char *data, size_t len);
+
+/*
+ * kop__cut_managed_fields removes the member "managedFields" of the object
+ * at .object.metadata from the JSON text s[0..n) in place (json_cut.c) and
+ * returns the new length; s is left as it is when the member is not found
+ * or not written plainly. Whenever s parses, the result parses to the same
+ * object except for that member.
+ */
+size_t kop__cut_managed_fields(char *s, size_t n);
 
 /* kop__watch_decoder_backlog returns how many fed bytes _next has not yet taken. */
 size_t kop__watch_decoder_backlog(const kop__watch_decoder *d);

@@ -195,6 +195,7 @@ kop_err kop_watch_open(kop_client *c, const kop_resource *r, const char *ns,
     kop_buf_init(&w->url, KOP__URL_MAX);
     kop_buf_init(&w->error_body, ERROR_BODY_MAX);
     kop__watch_decoder_init(&w->dec, kop__client_opts(c)->max_watch_line);
+    w->dec.drop_managed_fields = o.drop_managed_fields;
     w->easy = curl_easy_init(); /* not pooled: it lives as long as the stream */
     w->multi = curl_multi_init();
     if (!w->easy || !w->multi) {

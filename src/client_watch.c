@@ -172,10 +172,13 @@ static kop_err bad_line(kop_status *st, const char *line, size_t n, const char *
     return KOP_EPARSE;
 }
 
-/* decode_line parses one non-blank line into ev. */
-static kop_err decode_line(const char *line, size_t n, kop_watch_event *ev, kop_status *st)
+/* decode_line parses one non-blank line into ev (the line may be changed: managedFields cut). */
+static kop_err decode_line(kop__watch_decoder *d, char *line, size_t n, kop_watch_event *ev,
+                           kop_status *st)
 {
     json_error_t jerr;
+    if (d->drop_managed_fields)
+        n = kop__cut_managed_fields(line, n);
     json_t *root = json_loadb(line, n, JSON_ALLOW_NUL, &jerr);
     if (!root)
         return bad_line(st, line, n, "not JSON");
@@ -221,7 +224,7 @@ kop_err kop__watch_decoder_next(kop__watch_decoder *d, kop_watch_event *ev, bool
     }
 
     while (d->head < d->line_start) {
-        const char *line = d->pending.data + d->head;
+        char *line = d->pending.data + d->head;
         /* Found for certain: line_start - 1 is a '\n'. */
         const char *nl = memchr(line, '\n', d->line_start - d->head);
         KOP_ASSERT(nl != NULL);
@@ -235,7 +238,7 @@ kop_err kop__watch_decoder_next(kop__watch_decoder *d, kop_watch_event *ev, bool
             n--;
         if (is_blank(line, n))
             continue;
-        kop_err err = decode_line(line, n, ev, st);
+        kop_err err = decode_line(d, line, n, ev, st);
         if (err == KOP_OK)
             *got = true;
         return err;

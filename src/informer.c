@@ -750,6 +750,7 @@ static kop_err watch_once(kop_informer *inf, bool *progressed, kop_status *st)
         .field_selector = inf->opts.field_selector,
         .timeout_seconds = WATCH_MIN_S + (long)(kop__random() % WATCH_SPREAD_S),
         .allow_bookmarks = true,
+        .drop_managed_fields = !inf->opts.transform, /* the default transform drops them */
     };
     kop_err err = kop_watch_open(inf->client, &inf->opts.resource, inf->opts.namespace, &wo, &w, st);
     if (err)

@@ -291,6 +291,13 @@ typedef struct kop_watch_opts {
     const char *field_selector;
     long timeout_seconds;         /* server ends the stream after this; 0: server default */
     bool allow_bookmarks;         /* ask for BOOKMARK events */
+    /*
+     * Objects arrive without metadata.managedFields: the member is cut from
+     * each event's text before it is parsed, which costs far less than
+     * parsing it and dropping it after (informers with the default
+     * transform ask for this).
+     */
+    bool drop_managed_fields;
 } kop_watch_opts;
 
 /*

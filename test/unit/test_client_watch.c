@@ -596,6 +596,73 @@ static void test_nul_in_string(void **state)
     kop__watch_decoder_fini(&d);
 }
 
+/* cut_text runs kop__cut_managed_fields on text and returns the result (static storage). */
+static const char *cut_text(const char *text)
+{
+    static char buf[1024];
+    size_t n = strlen(text);
+    assert_true(n < sizeof buf);
+    memcpy(buf, text, n + 1);
+    n = kop__cut_managed_fields(buf, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* The cut removes .object.metadata.managedFields as written, with one comma, and nothing else. */
+static void test_cut_managed_fields(void **state)
+{
+    (void)state;
+    /* In the middle, first, last and alone; arrays holding brackets and quotes in strings. */
+    assert_string_equal(
+        cut_text("{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"p\","
+                 "\"managedFields\":[{\"f\":\"]}\\\"[\"}],\"labels\":{}},"
+                 "\"spec\":{\"managedFields\":[1]}}}"),
+        "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"p\",\"labels\":{}},"
+        "\"spec\":{\"managedFields\":[1]}}}");
+    assert_string_equal(cut_text("{\"object\":{\"metadata\":{\"managedFields\":[[]],\"a\":1}}}"),
+                        "{\"object\":{\"metadata\":{\"a\":1}}}");
+    assert_string_equal(cut_text("{\"object\":{\"metadata\":{\"a\":1,\"managedFields\":null}}}"),
+                        "{\"object\":{\"metadata\":{\"a\":1}}}");
+    assert_string_equal(cut_text("{\"object\":{\"metadata\":{\"managedFields\":[]}}}"),
+                        "{\"object\":{\"metadata\":{}}}");
+    /* Spaces around the tokens, and every duplicate. */
+    assert_string_equal(
+        cut_text("{ \"object\" : { \"metadata\" : { \"managedFields\" : [ ] , \"x\" : 1 ,"
+                 " \"managedFields\":[2] } } }"),
+        "{ \"object\" : { \"metadata\" : { \"x\" : 1  } } }"); /* spaces stay */
+    /* Left alone: elsewhere, another value type, a key written with escapes, broken text. */
+    static const char *const kept[] = {
+        "{\"object\":{\"spec\":{\"managedFields\":[1]}}}",
+        "{\"metadata\":{\"managedFields\":[1]}}",
+        "{\"object\":{\"metadata\":{\"managedFields\":{\"a\":1}}}}",
+        "{\"object\":{\"metadata\":{\"managed\\u0046ields\":[1]}}}",
+        "{\"object\":{\"metadata\":{\"managedFields\":[1,\"]}}}",
+        "{\"object\":{\"metadata\":[\"managedFields\",[1]]}}",
+        "[{\"object\":{\"metadata\":{\"managedFields\":[1]}}}]",
+        "{\"object\":{\"metadata\":{\"managedFields\"",
+        "",
+    };
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+        assert_string_equal(cut_text(kept[i]), kept[i]);
+
+    /* Through the decoder: only when asked for. */
+    static const char ev[] = "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\","
+                             "\"managedFields\":[{\"manager\":\"m\"}]}}}\n";
+    for (int drop = 0; drop <= 1; drop++) {
+        kop__watch_decoder d;
+        kop_watch_event e;
+        kop__watch_decoder_init(&d, 1024);
+        d.drop_managed_fields = drop;
+        assert_int_equal(kop__watch_decoder_feed(&d, ev, sizeof ev - 1), KOP_OK);
+        next_event(&d, &e, KOP_WATCH_ADDED);
+        json_t *meta = json_object_get(e.object, "metadata");
+        assert_string_equal(json_string_value(json_object_get(meta, "name")), "a");
+        assert_int_equal(json_object_get(meta, "managedFields") == NULL, drop);
+        kop_watch_event_fini(&e);
+        kop__watch_decoder_fini(&d);
+    }
+}
+
 static void test_edges(void **state)
 {
     (void)state;
@@ -644,6 +711,7 @@ int main(void)
         cmocka_unit_test(test_bookmark),
         cmocka_unit_test(test_many_events_one_chunk),
         cmocka_unit_test(test_nul_in_string),
+        cmocka_unit_test(test_cut_managed_fields),
         cmocka_unit_test(test_edges),
     };
     return cmocka_run_group_tests_name("client_watch", tests, NULL, NULL);
