@@ -367,7 +367,6 @@ static kop_err index_add(kop_informer *inf, const char *key, const json_t *obj, 
     return KOP_OK;
 }
 
-/* new_entry serializes obj into a fresh entry. */
 static bool is_head_key(const char *k)
 {
     return strcmp(k, "metadata") == 0 || strcmp(k, "apiVersion") == 0 || strcmp(k, "kind") == 0;
@@ -415,6 +414,7 @@ static char *entry_text(const json_t *obj, unsigned *head_len)
     return out;
 }
 
+/* new_entry serializes obj into a fresh entry. */
 static struct entry *new_entry(const json_t *obj, unsigned gen)
 {
     const char *rv = meta_str(obj, "resourceVersion");
