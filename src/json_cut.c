@@ -50,9 +50,15 @@ static size_t string_end(const char *s, size_t i, size_t n)
     return n;
 }
 
+/* is_space: JSON's whitespace. */
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
 static size_t skip_space(const char *s, size_t i, size_t n)
 {
-    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+    while (i < n && is_space(s[i]))
         i++;
     return i;
 }
@@ -102,7 +108,7 @@ static void open_container(struct cut_state *c, char kind)
 static size_t cut_member(char *s, size_t n, size_t k, size_t e, size_t *resume)
 {
     size_t from = k, to = e, p = k;
-    while (p > 0 && (s[p - 1] == ' ' || s[p - 1] == '\t' || s[p - 1] == '\n' || s[p - 1] == '\r'))
+    while (p > 0 && is_space(s[p - 1]))
         p--;
     if (p > 0 && s[p - 1] == ',') {
         from = p - 1; /* ",key:value" */
