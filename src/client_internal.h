@@ -53,7 +53,10 @@ typedef struct kop__watch_decoder {
     bool drop_managed_fields; /* cut object.metadata.managedFields before parsing */
 } kop__watch_decoder;
 
-/* kop__watch_decoder_init prepares d to accept lines of up to max_line bytes. */
+/*
+ * kop__watch_decoder_init prepares d to accept lines of up to max_line bytes,
+ * with drop_managed_fields off (the caller may set it before the first feed).
+ */
 void kop__watch_decoder_init(kop__watch_decoder *d, size_t max_line);
 
 /* kop__watch_decoder_fini frees what d holds. d may be NULL. */

@@ -82,6 +82,7 @@ void kop__watch_decoder_init(kop__watch_decoder *d, size_t max_line)
     d->line_start = 0;
     d->poison = KOP_OK;
     d->backlog_full = false;
+    d->drop_managed_fields = false;
 }
 
 void kop__watch_decoder_fini(kop__watch_decoder *d)

@@ -3,11 +3,12 @@
  * Status decoder.
  *
  * Input layout: byte 0 picks max_line (64..4144), bytes 1-3 are the sizes of
- * the chunks the rest is fed in (cycled, 1..256 each); the rest is the
- * stream. The stream is decoded twice, once chunked (draining after every
- * feed) and once in a single feed, and the two transcripts of events and
- * errors must be identical unless a line hit the cap (where chunking decides
- * how many earlier events are seen). ERROR events go through
+ * the chunks the rest is fed in (cycled, 1..256 each), and the low bit of
+ * byte 1 also turns on the managedFields cut; the rest is the stream. The
+ * stream is decoded twice, once chunked (draining after every feed) and once
+ * in a single feed, and the two transcripts of events and errors must be
+ * identical unless a line hit the cap (where chunking decides how many
+ * earlier events are seen). ERROR events go through
  * kop__status_from_json, and the raw input through kop__status_decode.
  * Crashes, sanitizer reports, leaks and transcript mismatches all fail.
  */
@@ -74,8 +75,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     kop_buf_init(&whole, 1 << 24);
     bool poisoned = false;
 
+    bool drop = data[1] & 1;
     kop__watch_decoder d;
     kop__watch_decoder_init(&d, max_line);
+    d.drop_managed_fields = drop;
     for (size_t off = 0, k = 0; off < len && !poisoned; k++) {
         size_t n = 1 + (size_t)data[1 + k % 3];
         if (n > len - off)
@@ -89,6 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     kop__watch_decoder_fini(&d);
 
     kop__watch_decoder_init(&d, max_line);
+    d.drop_managed_fields = drop;
     if (kop__watch_decoder_feed(&d, stream, len) || drain(&d, &whole))
         poisoned = true;
     kop__watch_decoder_fini(&d);
