@@ -156,10 +156,18 @@ async def request(host, port, token, method, path, sem, ok=(200,)):
         return sent if len(parts) > 1 and parts[1].isdigit() and int(parts[1]) in ok else None
 
 
-async def _renew(host, port, token, i, sem):
-    """POST the renewal of team i's instance; the time it was sent, or None."""
-    return await request(host, port, token, "POST", f"/api/v1/teams/{_team(i)}/instances/bench/renew",
+async def _renew(host, port, token, i, sem, answered):
+    """POST the renewal of team i's instance; the time it was sent, or None.
+    answered[i] gets the time its answer was read: the API answers once the
+    apiserver took the renewal's PATCH, so the delivery splits in two there."""
+    sent = await request(host, port, token, "POST", f"/api/v1/teams/{_team(i)}/instances/bench/renew",
                          sem)
+    answered[i] = time.time()
+    return sent
+
+
+def _spread(xs):
+    return {"p50": _percentile(xs, 50), "p99": _percentile(xs, 99), "max": max(xs) if xs else None}
 
 
 def _percentile(xs, p):
@@ -214,9 +222,15 @@ async def _measure(pid, host, port, token, n):
     streams, tasks = await open_streams(Stream, host, port, token, n)
     await asyncio.sleep(2)  # the operator settles (parked streams, freed request buffers)
     held = _proc(pid)
+    answered = {}
     sent, lat = await send_and_time(streams, tasks,
-                                    lambda i, sem: _renew(host, port, token, i, sem),
+                                    lambda i, sem: _renew(host, port, token, i, sem, answered),
                                     RENEW_MS, RENEW_CONCURRENCY, DEADLINE_S)
+    # The delivery in two parts: sent -> the API's answer (its PATCH to the
+    # apiserver), and answer -> the stream shows it (watch event, fan-out, client).
+    answer = [(answered[i] - t) * 1000 for i, t in enumerate(sent) if t is not None]
+    after = [(s.changed_at - answered[s.i]) * 1000 for s in streams
+             if s.changed_at is not None and sent[s.i] is not None]
     return {
         "streams": n,
         "renewed": sum(1 for x in sent if x is not None),
@@ -224,6 +238,8 @@ async def _measure(pid, host, port, token, n):
         "delivery_ms": {"p50": _percentile(lat, 50), "p99": _percentile(lat, 99),
                         "max": max(lat) if lat else None},
         "within_1s": sum(1 for x in lat if x <= 1000),
+        "answer_ms": _spread(answer),
+        "answer_to_event_ms": _spread(after),
         "rss_kib_before": before["VmRSS"], "rss_kib_held": held["VmRSS"],
         "pss_kib_before": before.get("Pss"), "pss_kib_held": held.get("Pss"),
         "rss_kib_per_stream": (held["VmRSS"] - before["VmRSS"]) / n,
