@@ -158,8 +158,9 @@ async def request(host, port, token, method, path, sem, ok=(200,)):
 
 async def _renew(host, port, token, i, sem, answered):
     """POST the renewal of team i's instance; the time it was sent, or None.
-    answered[i] gets the time its answer was read: the API answers once the
-    apiserver took the renewal's PATCH, so the delivery splits in two there."""
+    answered[i] gets the time its answer was read: the API answers after its
+    GET and PATCH of the Challenge at the apiserver, so the delivery splits
+    in two there."""
     sent = await request(host, port, token, "POST", f"/api/v1/teams/{_team(i)}/instances/bench/renew",
                          sem)
     answered[i] = time.time()
@@ -226,8 +227,8 @@ async def _measure(pid, host, port, token, n):
     sent, lat = await send_and_time(streams, tasks,
                                     lambda i, sem: _renew(host, port, token, i, sem, answered),
                                     RENEW_MS, RENEW_CONCURRENCY, DEADLINE_S)
-    # The delivery in two parts: sent -> the API's answer (its PATCH to the
-    # apiserver), and answer -> the stream shows it (watch event, fan-out, client).
+    # The delivery in two parts: sent -> the API's answer (its GET and PATCH at
+    # the apiserver), and answer -> the stream shows it (watch event, fan-out, client).
     answer = [(answered[i] - t) * 1000 for i, t in enumerate(sent) if t is not None]
     after = [(s.changed_at - answered[s.i]) * 1000 for s in streams
              if s.changed_at is not None and sent[s.i] is not None]
