@@ -50,9 +50,8 @@ async def _measure(host, port, token, n, definition):
     sent, lat = await streams.send_and_time(
         ss, tasks, lambda i, sem: _put(host, port, token, i, definition, sem),
         BURST_MS, PUT_CONCURRENCY, DEADLINE_S)
-    pct = streams._percentile
     return {"teams": n, "accepted": sum(1 for x in sent if x is not None), "done": len(lat),
-            "claim_ms": {"p50": pct(lat, 50), "p99": pct(lat, 99), "max": max(lat) if lat else None},
+            "claim_ms": streams.spread(lat),
             "within_250ms": sum(1 for x in lat if x <= 250),
             "within_1s": sum(1 for x in lat if x <= 1000)}
 

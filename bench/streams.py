@@ -167,7 +167,8 @@ async def _renew(host, port, token, i, sem, answered):
     return sent
 
 
-def _spread(xs):
+def spread(xs):
+    """The p50, p99 and max of latencies xs (None for each when xs is empty)."""
     return {"p50": _percentile(xs, 50), "p99": _percentile(xs, 99), "max": max(xs) if xs else None}
 
 
@@ -236,11 +237,10 @@ async def _measure(pid, host, port, token, n):
         "streams": n,
         "renewed": sum(1 for x in sent if x is not None),
         "delivered": len(lat),
-        "delivery_ms": {"p50": _percentile(lat, 50), "p99": _percentile(lat, 99),
-                        "max": max(lat) if lat else None},
+        "delivery_ms": spread(lat),
         "within_1s": sum(1 for x in lat if x <= 1000),
-        "answer_ms": _spread(answer),
-        "answer_to_event_ms": _spread(after),
+        "answer_ms": spread(answer),
+        "answer_to_event_ms": spread(after),
         "rss_kib_before": before["VmRSS"], "rss_kib_held": held["VmRSS"],
         "pss_kib_before": before.get("Pss"), "pss_kib_held": held.get("Pss"),
         "rss_kib_per_stream": (held["VmRSS"] - before["VmRSS"]) / n,
