@@ -70,6 +70,7 @@ bool ctf_api_authenticate(ctf_api *api, const char *header, principal *who)
             rebuild(api, gen);
     }
     found = ctf_token_table_match(api->tokens, token, &who->admin, who->team);
+    who->token_gen = api->tokens_gen; /* the generation this answer holds for */
     pthread_rwlock_unlock(&api->tokens_lock);
     OPENSSL_cleanse(token, sizeof token);
     return found;

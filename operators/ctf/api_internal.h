@@ -83,6 +83,7 @@ struct ctf_api {
 typedef struct principal {
     bool admin;
     char team[CTF_TEAM_SIZE]; /* "" for the admin */
+    uint64_t token_gen;       /* the token table's generation the token matched at */
 } principal;
 
 /* One request, across MHD's calls of the handler. */
@@ -135,7 +136,10 @@ enum MHD_Result ctf_api_stopping(ctf_api *api, mhd_conn *conn, request *rq);
 
 /*
  * ctf_api_authenticate finds whose token the Authorization header carries,
- * comparing every key in constant time. False when nobody's.
+ * comparing every key in constant time. False when nobody's. who->token_gen
+ * is the generation of the token Secrets the match was made against: what
+ * a stream opened with these credentials is stamped with, so a change of
+ * the Secrets after this check makes the stream check its token again.
  */
 bool ctf_api_authenticate(ctf_api *api, const char *header, principal *who);
 /* ctf_api_spend takes one write from team's bucket; false with *retry_s set when empty. */

@@ -22,6 +22,10 @@
  * output. It checks its token again whenever the token Secrets changed,
  * and ends when the token no longer stands for its team, and after
  * STREAM_LIFETIME_S in any case (clients reconnect, with a fresh snapshot).
+ * A stream is stamped with the generation of the token Secrets its request
+ * was authenticated at (principal.token_gen), never the one current when it
+ * opens: a token rotated between the two is checked again before the
+ * snapshot goes out, and the stream ends at once.
  *
  * Limits: a team holds at most STREAMS_PER_TEAM streams, the API
  * --api-max-streams (2,048). When the API is full, a team below its fair
@@ -41,7 +45,7 @@ struct stream {
     struct stream *prev, *next; /* api->streams, oldest first */
     char team[CTF_TEAM_SIZE];
     char *auth;           /* the Authorization header it was opened with (owned) */
-    uint64_t token_gen;   /* api->token_gen when its token was last checked */
+    uint64_t token_gen;   /* the token Secrets' generation its token was last checked at */
     bool started;         /* the snapshot went out */
     bool noted;           /* the team's Instances changed since last sent */
     bool parked;          /* suspended, waiting to be resumed */
@@ -269,16 +273,14 @@ static bool send_changes(stream *s)
 /* What a stream does next, decided under api->lock. */
 enum step { STEP_END, STEP_PARK, STEP_HEARTBEAT, STEP_CHANGES, STEP_CHECK_TOKEN };
 
-static enum step next_step(stream *s, uint64_t *token_gen)
+static enum step next_step(stream *s)
 {
     ctf_api *api = s->api;
     int64_t now = kop_mono_ms();
     if (api->stopping || s->ending || now >= s->end_ms)
         return STEP_END;
-    if (s->token_gen != api->token_gen) {
-        *token_gen = api->token_gen;
+    if (s->token_gen != api->token_gen)
         return STEP_CHECK_TOKEN;
-    }
     if (s->noted) {
         s->noted = false;
         return STEP_CHANGES;
@@ -288,13 +290,31 @@ static enum step next_step(stream *s, uint64_t *token_gen)
     return STEP_PARK;
 }
 
-/* token_still_good: the token the stream came with still stands for its team. */
+/*
+ * token_still_good: the token the stream came with still stands for its
+ * team. When it does, the stream is stamped with the generation this check
+ * was made at, so any later change of the Secrets makes it check again.
+ */
 static bool token_still_good(stream *s)
 {
     principal who;
     if (!ctf_api_authenticate(s->api, s->auth, &who))
         return false;
-    return who.admin || strcmp(who.team, s->team) == 0;
+    if (!who.admin && strcmp(who.team, s->team) != 0)
+        return false;
+    pthread_mutex_lock(&s->api->lock); /* the streamer reads it */
+    s->token_gen = who.token_gen;
+    pthread_mutex_unlock(&s->api->lock);
+    return true;
+}
+
+/* token_changed: the token Secrets changed since the stream's token was last checked. */
+static bool token_changed(stream *s)
+{
+    pthread_mutex_lock(&s->api->lock);
+    bool changed = s->token_gen != s->api->token_gen;
+    pthread_mutex_unlock(&s->api->lock);
+    return changed;
 }
 
 /*
@@ -306,13 +326,15 @@ static int fill(stream *s)
     static const char hello[] = "retry: 2000\n\n", beat[] = ": heartbeat\n\n";
     ctf_api *api = s->api;
     if (!s->started) {
+        /* Revoked since its request was authenticated: nothing goes out. */
+        if (token_changed(s) && !token_still_good(s))
+            return -1;
         s->started = true;
         return append(s, hello, sizeof hello - 1) && send_snapshot(s) ? 1 : -1;
     }
     while (s->out.len == 0) {
-        uint64_t gen = 0;
         pthread_mutex_lock(&api->lock);
-        enum step step = next_step(s, &gen);
+        enum step step = next_step(s);
         if (step == STEP_PARK) {
             s->parked = true;
             MHD_suspend_connection(s->conn);
@@ -326,7 +348,6 @@ static int fill(stream *s)
         case STEP_CHECK_TOKEN:
             if (!token_still_good(s))
                 return -1;
-            s->token_gen = gen;
             break;
         case STEP_HEARTBEAT:
             s->heartbeat_ms = kop_mono_ms() + api->opts.heartbeat_s * 1000L;
@@ -478,7 +499,7 @@ enum MHD_Result ctf_api_get_events(ctf_api *api, struct MHD_Connection *conn, re
     pthread_mutex_lock(&api->lock);
     bool ok = admit_stream(api, rq->route.team, msg, sizeof msg);
     if (ok) { /* the snapshot covers everything before this */
-        s->token_gen = api->token_gen;
+        s->token_gen = rq->who.token_gen; /* as authenticated, not as of now */
         s->prev = api->streams_tail;
         if (api->streams_tail)
             api->streams_tail->next = s;

@@ -1167,6 +1167,86 @@ def test_stream_authorization():
     ok("deleting the token Secret ends every team-token stream (the admin's goes on); re-created, streams open again")
 
 
+class HeldStream(Stream):
+    """A GET .../events whose headers go out now and whose one-byte body later
+    (release): the API authenticates a request on its headers and opens the
+    stream once the body is in, so whatever happens in between happens after
+    the authentication and before the stream is stamped."""
+
+    def __init__(self, team, token):
+        self.team = team
+        self.q = queue.Queue()
+        self.path = f"/api/v1/teams/{team}/events"
+        self.sock = socket.create_connection((HOST, PORT), timeout=60)
+        self.sock.sendall((f"GET {self.path} HTTP/1.1\r\nHost: {HOST}:{PORT}\r\n"
+                           f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n"
+                           "Content-Length: 1\r\n\r\n").encode())
+
+    def release(self):
+        """Sends the body; returns the status the API answered."""
+        self.sock.sendall(b"x")
+        self.conn = None
+        self.resp = http.client.HTTPResponse(self.sock, method="GET")
+        self.resp.begin()
+        self.status = self.resp.status
+        self.headers = {k.lower(): v for k, v in self.resp.getheaders()}
+        CODES_SEEN.add(self.status)
+        SEEN.extend(v.encode() for v in self.headers.values())
+        if self.status == 200:
+            self.thread = threading.Thread(target=self._read, daemon=True)
+            self.thread.start()
+        else:
+            SEEN.append(self.resp.read())
+        return self.status
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+def test_stream_revoked_while_opening():
+    log("a stream whose token is rotated between its authentication and its opening")
+    t_old, t_new = secrets_hex(), secrets_hex()
+    patch_tokens({"team-v": t_old})
+    wait_for(30, "team-v's token to work", lambda: call("GET", "/api/v1/whoami", t_old).status == 200)
+    held, kept = HeldStream("team-v", t_old), HeldStream("team-a", TEAMS["team-a"])
+    # The API has both requests' headers (and so has authenticated them) once it
+    # answers a request sent after them on another connection.
+    expect(call("GET", "/api/v1/whoami", t_old), 200, what="team-v's old token before the rotation")
+    patch_tokens({"team-v": t_new})
+    # The body must follow within the API's body deadline (10 s after the headers).
+    wait_for(8, "team-v's old token to stop working", lambda: call("GET", "/api/v1/whoami", t_old).status == 401)
+    start = time.monotonic()
+    code = held.release()
+    check(kept.release() == 200, f"team-a's held stream: {kept.status}")
+    first_snapshot(kept)
+    if code == 200:
+        events = []
+        end = time.monotonic() + 30
+        while True:
+            try:
+                item = held.q.get(timeout=max(0.1, end - time.monotonic()))
+            except queue.Empty:
+                raise Fail(f"team-v's stream opened with a revoked token still open 30s later: {events}")
+            if item[0] == "eof":
+                break
+            events.append(item)
+        took = time.monotonic() - start
+        check(not any(i[0] == "event" for i in events),
+              f"team-v's stream opened with a revoked token sent events: {events}")
+    else:
+        check(code == 401, f"team-v's stream opened with a revoked token: {code}")
+        took = time.monotonic() - start
+    still_open(kept, "team-a's stream ended with team-v's rotation")
+    held.close()
+    kept.close()
+    ok(f"a stream whose token was rotated after its authentication and before it opened ends "
+       f"in {took:.1f}s without an event (answer {code}); another team's stream opened alike goes on")
+
+
 def secrets_hex():
     return os.urandom(24).hex()
 
@@ -1239,6 +1319,7 @@ def main():
         test_made_with_kubectl()
         test_stream_limit()
         test_stream_authorization()
+        test_stream_revoked_while_opening()
         test_flag_check()
         test_no_leaks()
         test_metrics()
