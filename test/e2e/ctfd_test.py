@@ -152,7 +152,7 @@ def setup():
                                      "password": secrets.token_hex(10)})
         adm.create(f"/teams/{team['id']}/members", {"user_id": user["id"]})
         players[player] = {"password": pw, "team_id": team["id"], "kopc_team": f"team-{team['id']}",
-                           "team_name": team_name}
+                           "team_name": team_name, "user_id": user["id"]}
     ok("three teams with one player each, made through CTFd's API (names kopc could not use, too)")
 
     # A definition kopc does not have is refused when the challenge is made.
@@ -175,6 +175,81 @@ def setup():
     check(nc["type"] == "kopc" and nc["kopc_definition"] == "nc", f"the challenge as CTFd reads it: {nc}")
     ok("kopc challenges made through CTFd's admin API (a missing definition and a bad name refused)")
     return adm, players, nc["id"], web["id"]
+
+
+# ---- who may use a challenge's instance ----------------------------------------------
+
+
+def raw(b, method, url):
+    """One request as b, redirects not followed: (status, Location)."""
+    headers = {"CSRF-Token": b.nonce, "Accept": "application/json"}
+    r = b.s.request(method, url, json={} if method != "GET" else None, headers=headers, timeout=60,
+                    allow_redirects=False)
+    return r.status_code, r.headers.get("Location", "")
+
+
+def refused(b, cid, codes, team, what):
+    """Every route of challenge cid answers one of codes to b, and kopc has no instance of team."""
+    for method, tail in (("PUT", ""), ("POST", "/renew"), ("GET", ""), ("DELETE", "")):
+        status, where = raw(b, method, PLUGIN + str(cid) + tail)
+        check(status in codes, f"{what}: {method} {tail or '/'} answered {status} {where} (want {codes})")
+    check(kopc_instances(team) == [], f"{what}: kopc has an instance of {team}: {kopc_instances(team)}")
+
+
+def access(adm, players, nc, web):
+    log("the plugin's routes refuse whom CTFd's challenge API refuses")
+    alice = Browser()
+    alice.login("alice", players["alice"]["password"])
+    team = players["alice"]["kopc_team"]
+
+    def kopc_challenge(name, **extra):
+        return adm.create("/challenges", {"name": name, "category": "x", "value": 10, "state": "visible",
+                                          "description": name, "type": "kopc", "kopc_definition": "nc",
+                                          **extra})["id"]
+
+    hidden = kopc_challenge("Hidden", state="hidden")
+    refused(alice, hidden, (404,), team, "a hidden challenge")
+    locked = kopc_challenge("Locked", state="locked")
+    refused(alice, locked, (403,), team, "a locked challenge")
+    ok("a hidden challenge's instance routes answer 404 and a locked one's 403 to a player; nothing started")
+
+    gated = kopc_challenge("Gated", requirements={"prerequisites": [web]})
+    refused(alice, gated, (403,), team, "a challenge whose prerequisite is unsolved")
+    gone = kopc_challenge("Was gated", requirements={"prerequisites": [987654]})
+    status, body = alice.instance(gone)
+    check(status == 200 and body["data"]["state"] == "Stopped",
+          f"a challenge whose only prerequisite does not exist (CTFd ignores it): {status} {body}")
+    ok("a challenge whose prerequisites are unsolved answers 403 and starts nothing; a prerequisite "
+       "naming no challenge does not count, as in CTFd")
+
+    status, body = adm.call("PATCH", "/configs", {"challenge_visibility": "admins"})
+    check(status == 200, f"challenge visibility admins: {status} {body}")
+    refused(alice, nc, (403,), team, "challenges visible to admins only")
+    status, body = adm.call("PATCH", "/configs", {"challenge_visibility": "private"})
+    check(status == 200, f"challenge visibility private: {status} {body}")
+    ok("with challenges visible to admins only, a player's instance routes answer 403")
+
+    # Players made through the admin API are unverified; with verify_emails on,
+    # CTFd's decorator answers a JSON request 403 and sends a page to /confirm.
+    status, body = adm.call("PATCH", "/configs", {"verify_emails": True})
+    check(status == 200, f"verify_emails on: {status} {body}")
+    for method, tail in (("PUT", ""), ("POST", "/renew"), ("GET", "")):
+        st, where = raw(alice, method, PLUGIN + str(nc) + tail)
+        check(st == 403 or (st in (302, 303) and "/confirm" in where),
+              f"an unverified player's {method} {tail or '/'}: {st} {where}")
+    check(kopc_instances(team) == [], f"an unverified player started an instance: {kopc_instances(team)}")
+    status, body = adm.call("PATCH", f"/users/{players['alice']['user_id']}", {"verified": True})
+    check(status == 200, f"verify alice: {status} {body}")
+    status, body = alice.instance(nc)
+    check(status == 200 and body["data"]["state"] == "Stopped", f"a verified player's GET: {status} {body}")
+    status, body = adm.call("PATCH", "/configs", {"verify_emails": False})
+    check(status == 200, f"verify_emails off: {status} {body}")
+    ok("with verify_emails on, an unverified player cannot start (403, or /confirm for a page); once "
+       "verified, the routes answer")
+
+    for cid in (hidden, locked, gated, gone):
+        status, body = adm.call("DELETE", f"/challenges/{cid}")
+        check(status == 200, f"delete challenge {cid}: {status} {body}")
 
 
 # ---- the scenario --------------------------------------------------------------------
@@ -289,6 +364,7 @@ def scenario(adm, players, nc, web):
 def main():
     try:
         adm, players, nc, web = setup()
+        access(adm, players, nc, web)
         scenario(adm, players, nc, web)
     except Fail as e:
         print(f"FAIL: {e}", file=sys.stderr, flush=True)

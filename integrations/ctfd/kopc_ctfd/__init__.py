@@ -8,6 +8,13 @@ challenge are checked by kopc (POST .../flag: kopc derives the team's flag
 and answers yes or no), so neither CTFd nor the plugin ever holds a flag;
 a challenge may instead keep CTFd's own flags (flag mode "ctfd").
 
+A player may use a challenge's instance as CTFd's own challenge API lets
+them see and attempt it: logged in, the CTF's challenge visibility, a
+verified email when the CTF requires one (CTFd's decorators), the
+challenge neither hidden (404) nor locked (403), released and in a module
+the player may open (CTFd's can_access_challenge), its prerequisites solved
+(403). Admins pass. Starts and renewals also need the CTF running.
+
 Teams map to kopc teams by id (mapping.py). A team that is deleted or
 banned (a user, in user mode) has its instances stopped once the change is
 committed.
@@ -30,11 +37,20 @@ from CTFd.plugins.migrations import upgrade
 from CTFd.utils import get_config, set_config
 from CTFd.utils.config import is_teams_mode
 from CTFd.utils.dates import ctf_ended, ctf_paused, ctftime
-from CTFd.utils.decorators import admins_only, authed_only
+from CTFd.utils.decorators import admins_only, authed_only, require_verified_emails
+from CTFd.utils.decorators.visibility import check_challenge_visibility
+from CTFd.utils.modules import can_access_challenge
 from CTFd.utils.user import get_current_team, get_current_user, is_admin
 
 from .client import KopcClient, KopcError
-from .mapping import NOT_CONFIGURED, instance_error, kopc_team, player_view, valid_definition
+from .mapping import (
+    NOT_CONFIGURED,
+    challenge_refusal,
+    instance_error,
+    kopc_team,
+    player_view,
+    valid_definition,
+)
 
 PLUGIN = "kopc_ctfd"
 ASSETS = f"/plugins/{PLUGIN}/assets/"
@@ -155,16 +171,22 @@ def account_team(user):
 
 
 def player_challenge(challenge_id):
-    """The kopc challenge the current player may use, or an abort."""
+    """The kopc challenge the current player may use, or an abort (404 or 403)."""
     chal = KopcChallengeModel.query.filter_by(id=challenge_id).first()
-    if chal is None or (chal.state == "hidden" and not is_admin()):
+    if chal is None:
         abort(404)
-    prereqs = set((chal.requirements or {}).get("prerequisites", []))
-    if prereqs and not is_admin():
-        user = get_current_user()
+    if is_admin():
+        return chal
+    user = get_current_user()
+    if not can_access_challenge(chal, user):  # not released yet, or in a module closed to them
+        abort(404)
+    solved, existing = (), ()
+    if (chal.requirements or {}).get("prerequisites"):
         solved = {s.challenge_id for s in Solves.query.filter_by(account_id=user.account_id).all()}
-        if not prereqs <= solved:
-            abort(403)
+        existing = {c.id for c in Challenges.query.with_entities(Challenges.id).all()}
+    code = challenge_refusal(chal.state, chal.requirements, solved, existing)
+    if code:
+        abort(code)
     return chal
 
 
@@ -182,6 +204,8 @@ bp = Blueprint(PLUGIN, __name__, template_folder="templates")
 @bp.route("/plugins/kopc_ctfd/api/instances/<int:challenge_id>", methods=["GET", "PUT", "DELETE"])
 @bp.route("/plugins/kopc_ctfd/api/instances/<int:challenge_id>/renew", methods=["POST"])
 @authed_only
+@check_challenge_visibility
+@require_verified_emails
 def instance_route(challenge_id):
     chal = player_challenge(challenge_id)
     user = get_current_user()

@@ -1,6 +1,6 @@
 """mapping.py - the plugin's pure part: which kopc team a CTFd account is,
-what a kopc answer means in plain words, and what of an Instance a player
-sees. No Flask, no CTFd, no network: unit-tested by tests/test_mapping.py.
+whether a player may use a challenge, what a kopc answer means in plain
+words, and what of an Instance a player sees. No Flask, no CTFd, no network: unit-tested by tests/test_mapping.py.
 
 The team mapping is by id, never by name: CTFd lets teams rename themselves
 and allows names kopc could not use (spaces, capitals, emoji), while ids are
@@ -41,6 +41,25 @@ def kopc_team(team_id=None, user_id=None):
 def valid_definition(name):
     """Whether name can be a ChallengeDefinition's name (a DNS subdomain)."""
     return isinstance(name, str) and 0 < len(name) <= 253 and DNS_SUBDOMAIN.match(name) is not None
+
+
+def challenge_refusal(state, requirements, solved_ids, existing_ids):
+    """The status refusing a player a challenge, or None when it may be used.
+
+    As CTFd's own challenge API decides (CTFd 3.8.7, api/v1/challenges.py,
+    the attempt route): a hidden challenge is 404, a locked one 403, and one
+    whose prerequisites the player's account has not all solved 403, where
+    a prerequisite naming a challenge that no longer exists does not count.
+    Admins are not refused; the caller does not ask for them.
+    """
+    if state == "hidden":
+        return 404
+    if state == "locked":
+        return 403
+    prereqs = set((requirements or {}).get("prerequisites") or [])
+    if (prereqs & set(existing_ids)) - set(solved_ids):
+        return 403
+    return None
 
 
 def player_view(instance, challenge):

@@ -40,6 +40,42 @@ class Definitions(unittest.TestCase):
             self.assertFalse(mapping.valid_definition(bad), bad)
 
 
+class ChallengeAccess(unittest.TestCase):
+    """challenge_refusal decides as CTFd's own challenge API (3.8.7) does."""
+
+    def test_visible_without_requirements(self):
+        self.assertIsNone(mapping.challenge_refusal("visible", None, (), ()))
+        self.assertIsNone(mapping.challenge_refusal("visible", {}, (), ()))
+        self.assertIsNone(mapping.challenge_refusal("visible", {"prerequisites": []}, (), ()))
+
+    def test_hidden_is_not_found_and_locked_forbidden(self):
+        self.assertEqual(mapping.challenge_refusal("hidden", None, (), ()), 404)
+        self.assertEqual(mapping.challenge_refusal("locked", None, (), ()), 403)
+        # Solving the prerequisites does not open a hidden or locked challenge.
+        self.assertEqual(mapping.challenge_refusal("hidden", {"prerequisites": [1]}, {1}, {1}), 404)
+        self.assertEqual(mapping.challenge_refusal("locked", {"prerequisites": [1]}, {1}, {1}), 403)
+
+    def test_prerequisites_must_all_be_solved(self):
+        req = {"prerequisites": [1, 2]}
+        self.assertEqual(mapping.challenge_refusal("visible", req, (), {1, 2, 3}), 403)
+        self.assertEqual(mapping.challenge_refusal("visible", req, {1}, {1, 2, 3}), 403)
+        self.assertEqual(mapping.challenge_refusal("visible", req, {2, 3}, {1, 2, 3}), 403)
+        self.assertIsNone(mapping.challenge_refusal("visible", req, {1, 2}, {1, 2, 3}))
+        self.assertIsNone(mapping.challenge_refusal("visible", req, {1, 2, 3}, {1, 2, 3}))
+
+    def test_deleted_prerequisites_do_not_count(self):
+        # CTFd intersects the prerequisites with the challenges that exist.
+        req = {"prerequisites": [1, 99]}
+        self.assertIsNone(mapping.challenge_refusal("visible", req, {1}, {1, 2}))
+        self.assertEqual(mapping.challenge_refusal("visible", req, (), {1, 2}), 403)
+        self.assertIsNone(mapping.challenge_refusal("visible", {"prerequisites": [99]}, (), {1}))
+
+    def test_anonymized_requirements_still_refuse(self):
+        # "anonymize" only changes what CTFd shows of a locked-out challenge.
+        req = {"prerequisites": [1], "anonymize": True}
+        self.assertEqual(mapping.challenge_refusal("visible", req, (), {1}), 403)
+
+
 class PlayerView(unittest.TestCase):
     def test_missing_instance_is_stopped(self):
         v = mapping.player_view(None, "nc")
