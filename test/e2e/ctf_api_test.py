@@ -56,6 +56,10 @@ class Fail(Exception):
     pass
 
 
+class Errored(Fail):
+    """The awaited instance went Error: wait_for fails at once with this."""
+
+
 def check(cond, what):
     if not cond:
         raise Fail(what)
@@ -74,6 +78,8 @@ def wait_for(secs, what, fn):
             r = fn()
             if r:
                 return r
+        except Errored as e:
+            raise Fail(f"while waiting for {what}: {e}") from e
         except Fail as e:
             last = e
         if time.monotonic() > end:
@@ -298,7 +304,8 @@ def get_instance(team, challenge, token=ADMIN):
 def running(team, challenge, token=ADMIN):
     """The Instance once Running with endpoints (else None)."""
     i = get_instance(team, challenge, token)
-    check(i is None or i["state"] != "Error", f"{team}/{challenge} went Error: {i}")
+    if i and i["state"] == "Error":
+        raise Errored(f"{team}/{challenge} went Error: {i.get('reason')}: {i.get('message')}")
     return i if i and i["state"] == "Running" and i["endpoints"] else None
 
 

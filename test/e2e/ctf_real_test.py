@@ -30,7 +30,7 @@ NODE_IP = os.environ["NODE_IP"]
 KUBECTL = os.environ["KUBECTL"]
 KUBECONFIG = os.environ["KUBECONFIG"]
 OP_LOG = os.environ["OP_LOG"]
-from e2e_check import Fail, check, greeting, log, ok, wait  # noqa: E402
+from e2e_check import Fail, check, greeting, log, not_error, ok, wait  # noqa: E402
 
 
 # ---- the instance API ------------------------------------------------------
@@ -71,12 +71,13 @@ def state_is(team, chal, state):
     return i if i and i["state"] == state else None
 
 
-def running(team, chal, secs=180):
-    """Wait for Running; return the Instance the moment it is first seen."""
+def running(team, chal, secs=180, through_error=False):
+    """Wait for Running; return the Instance the moment it is first seen. An
+    Error fails at once, unless through_error (an instance being fixed)."""
     def probe():
         i = instance(team, chal)
-        if i and i["state"] == "Error":
-            raise Fail(f"{team}/{chal} is Error: {i['reason']}: {i['message']}")
+        if not through_error:
+            not_error(i, f"{team}/{chal}")
         return i if i and i["state"] == "Running" else None
     return wait(secs, f"{team}/{chal} Running", probe, every=0.1)
 
@@ -338,7 +339,7 @@ def scenario_lifecycle():
         {"image": "registry.devcluster.test/kopc/ctf-greeter:0.1.0"}))
     edit_definition("crashing", lambda d: d["pods"][0]["template"]["containers"][0].pop("command"))
     for chal in ("missing", "crashing"):
-        i = running("team-c", chal, secs=300)
+        i = running("team-c", chal, secs=300, through_error=True)
         flag_of(greeting_soon(endpoint(i)))
     ok("fixing the definitions brings both instances to Running, answering")
     stop("team-c", "missing")

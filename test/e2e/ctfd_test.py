@@ -22,7 +22,7 @@ import urllib.request
 
 import requests
 
-from e2e_check import Fail, check, greeting, log, ok, wait
+from e2e_check import Fail, check, greeting, log, not_error, ok, wait
 
 CTFD = os.environ["CTFD"].rstrip("/")
 API = os.environ["API"]
@@ -268,6 +268,7 @@ def flag_from(addr):
 def running(b, cid):
     status, body = b.instance(cid)
     check(status == 200, f"GET instance: {status} {body}")
+    not_error(body["data"], f"challenge {cid}'s instance")
     return body["data"] if body["data"]["state"] == "Running" else None
 
 

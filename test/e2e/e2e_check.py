@@ -1,7 +1,8 @@
 """e2e_check.py - what the Python scenarios of test/e2e share: the "ok N -
 what" lines (the count kept in $PASSED_FILE, shared with the shell script
 that runs the scenario), a failure that says why, a bounded wait for a
-condition (never a fixed sleep), and the first line a TCP challenge sends."""
+condition (never a fixed sleep) that stops at once when the awaited object
+reaches state Error, and the first line a TCP challenge sends."""
 import os
 import socket
 import time
@@ -12,6 +13,20 @@ _passed = [int(open(PASSED_FILE).read().strip() or 0)]
 
 class Fail(Exception):
     pass
+
+
+class Errored(Fail):
+    """The awaited object reached state Error: wait() fails at once with this,
+    rather than at its timeout (a Fail is taken as "not yet")."""
+
+
+def not_error(view, what):
+    """view (an Instance as kopc's API shows it, or None), unless it is in
+    state Error: then Errored, with its reason and message. A caller that
+    waits for Error, or through it (a definition being fixed), does not call this."""
+    if isinstance(view, dict) and view.get("state") == "Error":
+        raise Errored(f"{what} is Error: {view.get('reason')}: {view.get('message')}")
+    return view
 
 
 def ok(what):
@@ -31,7 +46,9 @@ def check(cond, why):
 
 
 def wait(secs, what, fn, every=0.25):
-    """Call fn until it returns something truthy; return that. Fail after secs."""
+    """Call fn until it returns something truthy; return that. Fail after secs.
+    A Fail that fn raises means "not yet" (kept for the timeout's message),
+    except Errored (not_error), which fails at once, saying why."""
     end = time.monotonic() + secs
     last = None
     while time.monotonic() < end:
@@ -40,6 +57,8 @@ def wait(secs, what, fn, every=0.25):
             if v:
                 return v
             last = v
+        except Errored as e:
+            raise Fail(f"while waiting for {what}: {e}") from e
         except Fail as e:
             last = e
         time.sleep(every)
