@@ -251,17 +251,36 @@ k get ns "$dns" >/dev/null || fail "deleting the duplicate removed the original'
 ok "the same Challenge twice is refused; a second Challenge for the same instance is an Error and harms nothing"
 
 log "SIGKILL in the middle of 50 creations"
+# mass_counts sets created, seen and running: the mass-* Challenges that
+# exist, those the operator has given a status, and those Running.
+mass_counts() {
+    read -r created seen running < <(kc get chal -o jsonpath='{range .items[*]}{.metadata.name} {.status.currentStatus}{"\n"}{end}' |
+        awk '/^mass-/ {c++; if (NF > 1) s++; if ($2 == "Running") r++} END {printf "%d %d %d\n", c, s, r}')
+}
 for i in $(seq -w 1 50); do challenge "mass-$i" web "mass-$i"; done &
 creator=$!
-sleep 2
+# The kill comes once 5 of the 50 exist and the operator is at work on them
+# (one has a status), while the creator is still creating: asserted below.
+end=$((SECONDS + 120))
+until mass_counts && [ "$created" -ge 5 ] && [ "$seen" -ge 1 ]; do
+    [ $SECONDS -lt $end ] || fail "timed out waiting for 5 of the 50 Challenges and the operator at work on them"
+    sleep 0.2
+done
+creating=no
+kill -0 "$creator" 2>/dev/null && creating=yes
 kill -9 "$op_pid"
 wait "$op_pid" 2>/dev/null || true
+killed_at="$created created, $seen with a status, $running Running"
+[ "$creating" = yes ] && [ "$created" -lt 50 ] && [ "$running" -lt 50 ] ||
+    fail "the SIGKILL did not fall inside the 50 creations: creator still creating=$creating, $created created, $running Running"
 wait "$creator"
+mass_counts || fail "cannot count the mass-* Challenges"
+[ "$created" = 50 ] || fail "the creator made $created of the 50 Challenges"
 start_operator
 for i in $(seq -w 1 50); do wait_for 180 "mass-$i Running" status_is "mass-$i" Running; done
 nss=$(k get ns -l ctf.kopc.io/definition=web -o jsonpath='{range .items[*]}{.metadata.labels.ctf\.kopc\.io/team}{"\n"}{end}' | grep -c '^mass-' || true)
 [ "$nss" = 50 ] || fail "want 50 namespaces for 50 instances, got $nss"
-ok "after a SIGKILL and a restart, 50 instances run, one namespace each"
+ok "after a SIGKILL inside the 50 creations (at the kill: $killed_at) and a restart, 50 instances run, one namespace each"
 
 log "metrics"
 page=$(curl -s "http://127.0.0.1:$PORT/metrics")

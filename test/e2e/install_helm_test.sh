@@ -13,7 +13,10 @@
 #     Service that goes Running and answers on its NodePort;
 #   - `helm upgrade` to a new image tag rolls the operator's pods and leaves
 #     the running instance untouched: the same Challenge, namespace and pod,
-#     no restart, still answering; the new pods take over and lead.
+#     no restart, still answering; the new pods take over and lead, and the
+#     instance is compared only after the new leader has reconciled every
+#     Challenge (its controller_runtime_reconcile_total). The new tag holds
+#     the same build: an upgrade across builds is not tested here.
 #
 # Env: DEVCLUSTER, KUBECTL, HELM (binaries), SRC (repo root), KOP_TEST_TMP.
 set -euo pipefail
@@ -107,6 +110,8 @@ snapshot() {
 }
 snapshot >"$WORK/before"
 old_pods=$(k -n ctf-system get pods -l app.kubernetes.io/component=operator -o jsonpath='{.items[*].metadata.name}')
+old_holder=$(k -n ctf-system get lease kopc-ctf-operator -o jsonpath='{.spec.holderIdentity}')
+[ -n "$old_holder" ] || fail "no Lease holder before the upgrade"
 NEW_TAG=$VERSION-upgrade
 TAG=$NEW_TAG "$SRC/tools/images.sh" "$DIR" operator >/dev/null || fail "tools/images.sh operator (new tag)"
 h upgrade ctf "$CHART" -n ctf-system --reuse-values --set-string image.tag="$NEW_TAG" --wait --timeout 5m \
@@ -117,14 +122,29 @@ for p in $old_pods; do
     wait_for 120 "old operator pod $p to go" old_gone
 done
 check_leader ctf-system
-ok "helm upgrade rolled the operator to $NEW_TAG; a new pod leads"
-# The new leader has resynced every instance by the time it reports the
-# Challenge observed at its generation; give it a moment to have acted.
+new_holder=$(k -n ctf-system get lease kopc-ctf-operator -o jsonpath='{.spec.holderIdentity}')
+[ "$new_holder" != "$old_holder" ] || fail "the Lease still names the old holder $old_holder"
+for p in $old_pods; do
+    [ "${new_holder%%_*}" != "$p" ] || fail "the Lease holder $new_holder is an old pod"
+done
+ok "helm upgrade rolled the operator to $NEW_TAG; the Lease moved from $old_holder to a new pod, $new_holder"
+# "Untouched" means something only once the new leader has acted: its
+# informer lists every Challenge at start and reconciles each, so wait until
+# its count of finished (not failed) reconciles reaches the number of
+# Challenges, then compare.
+nchal=$(k -n ctf get chal -o name | wc -l)
+leader_reconciles() {
+    k get --raw "/api/v1/namespaces/ctf-system/pods/http:${new_holder%%_*}:9090/proxy/metrics" 2>/dev/null |
+        awk '/^controller_runtime_reconcile_total\{controller="challenge"/ && !/result="error"/ { s += $2 }
+             END { print s + 0 }'
+}
+leader_acted() { [ "$(leader_reconciles)" -ge "$nchal" ]; }
+wait_for 120 "the new leader to reconcile the $nchal Challenge(s)" leader_acted
 wait_for 30 "$ENDPOINT to greet after the upgrade" greets "$ENDPOINT"
 snapshot >"$WORK/after"
 diff "$WORK/before" "$WORK/after" >"$WORK/diff" || fail "the upgrade touched the running instance: $(cat "$WORK/diff")"
 [ "$(k -n ctf get chal "$chal" -o jsonpath='{.status.currentStatus}')" = Running ] || fail "$chal not Running after the upgrade"
-ok "the running instance is untouched: same Challenge, namespace, pods (no restart) and objects, still answering"
+ok "after the new leader's $(leader_reconciles) reconcile(s) of the $nchal Challenge(s), the running instance is untouched: same Challenge, namespace, pods (no restart) and objects, still answering"
 no_forbidden ctf-system
 ok "no Forbidden in the operator's logs with the chart's RBAC"
 echo "PASS: $passed checks"
