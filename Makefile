@@ -2,6 +2,7 @@
 #
 #   make run     the demo: devcluster, CRDs, sample challenges, the CTF operator
 #   make test    everything: unit, sanitizer, integration and e2e tests
+#   make test-hog   make test on a fresh clone of HEAD, HOG_RUNS (3) times in a row, a CPU hog beside it (hours)
 #   make stop    stop the demo cluster
 #   make fuzz    run every fuzz target for FUZZ_SECONDS (default 600) each
 #   make install PREFIX=DIR   libkop (static, shared), headers, kop.pc, CMake package
@@ -155,6 +156,15 @@ test: deps devcluster build build-asan page-deps
 	ctest --test-dir $(ASAN_DIR) --output-on-failure
 	@echo "make: regular build: unit, integration and e2e tests"
 	ctest --test-dir $(CMAKE_DIR) --output-on-failure
+
+# The suite under load (tools/test-hog.sh, docs/reliability.md): make test on
+# a fresh clone of HEAD, HOG_RUNS times in a row with stress-ng --cpu 1 (or a
+# busy loop) beside it; stops at the first failure, prints a table of the
+# runs, fails when one failed. HOG_DRY=1 only says what it would do.
+HOG_RUNS ?= 3
+.PHONY: test-hog
+test-hog:
+	HOG_DRY=$(HOG_DRY) tools/test-hog.sh $(HOG_RUNS)
 
 # The soak (test/soak/soak.sh, docs/reliability.md): the operator under
 # create/renew/expire churn for SOAK_SECONDS, its RSS and open descriptors
