@@ -7,6 +7,8 @@
 #   - the alert rules and the dashboard are well formed and name only metrics
 #     the code registers (check_monitoring.py --source; the e2e install test
 #     checks them against a live scrape too);
+#   - docs/reliability.md's RBAC table states what config/rbac grants
+#     (check_rbac_doc.py);
 #   - one version everywhere: CMake project, KOP_VERSION_STRING, kop.pc (via
 #     CMake), the chart's version and appVersion, the image tag in
 #     config/default, config/manager and the Makefile.
@@ -36,6 +38,9 @@ ok "the chart's CRDs, RBAC rules and monitoring files are copies of config/"
 
 python3 test/packaging/check_monitoring.py --source "$SRC" >/dev/null || fail "the alert rules or the dashboard"
 ok "alert rules and dashboard are well formed and use only registered metrics"
+
+python3 test/packaging/check_rbac_doc.py "$SRC" >/dev/null || { python3 test/packaging/check_rbac_doc.py "$SRC"; fail "docs/reliability.md's RBAC table"; }
+ok "docs/reliability.md's RBAC table states what config/rbac grants"
 
 v=$(sed -n 's/^project(kopc VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 [ -n "$v" ] || fail "no version in CMakeLists.txt"
