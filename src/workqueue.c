@@ -83,13 +83,23 @@ struct item {
     int wait_prio;      /* while in the timer heap: the priority it is added at */
     size_t heap_pos;    /* index in q->heap, or NOT_WAITING */
     size_t ready_pos;   /* while queued: index in q->ready */
-    uint64_t seq;       /* while queued: when it was queued, in queue order */
     int64_t ready_ns;   /* while waiting: when it is due */
     int64_t added_ns;   /* when it last became dirty: queue_duration starts */
     int64_t started_ns; /* while processing: work_duration starts */
     struct item *older, *newer; /* the age list of queued keys */
     struct item *prev_inflight, *next_inflight;
     char key[];
+};
+
+/*
+ * An entry of the ready heap: the order's keys are copied into the array,
+ * so that sifting compares within it and touches a record only to tell it
+ * its new position.
+ */
+struct slot {
+    uint64_t seq; /* when it was queued, in queue order */
+    int prio;
+    struct item *it;
 };
 
 /* A dropped key, remembered until there is room for it. */
@@ -115,7 +125,7 @@ struct kop_workqueue {
     kop__map items; /* key (borrowed from the record) -> struct item */
     size_t nitems;
 
-    struct item **ready; /* max-heap on (prio, -seq) of queued keys */
+    struct slot *ready;  /* max-heap on (prio, -seq) of queued keys */
     size_t cap_ready;    /* >= nitems: pushing never allocates */
     size_t nqueued;      /* entries of ready */
     uint64_t next_seq;
@@ -171,7 +181,7 @@ static bool reserve_ready(kop_workqueue *q, size_t n)
     size_t cap = q->cap_ready ? q->cap_ready * 2 : 16;
     if (cap < n)
         cap = n;
-    struct item **r = realloc(q->ready, cap * sizeof *r);
+    struct slot *r = realloc(q->ready, cap * sizeof *r);
     if (!r)
         return false;
     q->ready = r;
@@ -226,45 +236,52 @@ static void release_if_idle(kop_workqueue *q, struct item *it)
 /* ---- the ready heap and the age list ------------------------------------ */
 
 /* before tells whether a goes out before b: the higher priority, then the older. */
-static bool before(const struct item *a, const struct item *b)
+static bool before(const struct slot *a, const struct slot *b)
 {
     return a->prio > b->prio || (a->prio == b->prio && a->seq < b->seq);
 }
 
-static void ready_set(kop_workqueue *q, size_t pos, struct item *it)
+static void ready_set(kop_workqueue *q, size_t pos, struct slot s)
 {
-    q->ready[pos] = it;
-    it->ready_pos = pos;
+    q->ready[pos] = s;
+    s.it->ready_pos = pos;
 }
 
 static void ready_up(kop_workqueue *q, size_t pos)
 {
-    struct item *it = q->ready[pos];
+    struct slot s = q->ready[pos];
     while (pos > 0) {
         size_t parent = (pos - 1) / 2;
-        if (!before(it, q->ready[parent]))
+        if (!before(&s, &q->ready[parent]))
             break;
         ready_set(q, pos, q->ready[parent]);
         pos = parent;
     }
-    ready_set(q, pos, it);
+    ready_set(q, pos, s);
 }
 
 static void ready_down(kop_workqueue *q, size_t pos)
 {
-    struct item *it = q->ready[pos];
+    struct slot s = q->ready[pos];
     for (;;) {
         size_t child = 2 * pos + 1;
         if (child >= q->nqueued)
             break;
-        if (child + 1 < q->nqueued && before(q->ready[child + 1], q->ready[child]))
+        if (child + 1 < q->nqueued && before(&q->ready[child + 1], &q->ready[child]))
             child++;
-        if (!before(q->ready[child], it))
+        if (!before(&q->ready[child], &s))
             break;
         ready_set(q, pos, q->ready[child]);
         pos = child;
     }
-    ready_set(q, pos, it);
+    ready_set(q, pos, s);
+}
+
+/* ready_raise sets the priority of it, queued, to the higher prio. */
+static void ready_raise(kop_workqueue *q, struct item *it, int prio)
+{
+    q->ready[it->ready_pos].prio = prio;
+    ready_up(q, it->ready_pos);
 }
 
 /* depth_add moves the workqueue_depth series of priority prio by delta. */
@@ -283,7 +300,6 @@ static void push(kop_workqueue *q, struct item *it)
 {
     KOP_ASSERT(it->dirty && !it->processing && !it->queued && q->nqueued < q->cap_ready);
     it->queued = true;
-    it->seq = q->next_seq++;
     it->newer = NULL;
     it->older = q->newest;
     if (q->newest)
@@ -291,7 +307,7 @@ static void push(kop_workqueue *q, struct item *it)
     else
         q->oldest = it;
     q->newest = it;
-    ready_set(q, q->nqueued++, it);
+    ready_set(q, q->nqueued++, (struct slot){.seq = q->next_seq++, .prio = it->prio, .it = it});
     ready_up(q, it->ready_pos);
     pthread_cond_signal(&q->ready_cond);
 }
@@ -299,12 +315,12 @@ static void push(kop_workqueue *q, struct item *it)
 /* unqueue takes it out of the ready heap and the age list. */
 static void unqueue(kop_workqueue *q, struct item *it)
 {
-    KOP_ASSERT(it->queued && q->ready[it->ready_pos] == it);
+    KOP_ASSERT(it->queued && q->ready[it->ready_pos].it == it);
     size_t pos = it->ready_pos;
-    struct item *last = q->ready[--q->nqueued];
-    if (last != it) {
+    struct slot last = q->ready[--q->nqueued];
+    if (last.it != it) {
         ready_set(q, pos, last);
-        if (pos > 0 && before(last, q->ready[(pos - 1) / 2]))
+        if (pos > 0 && before(&last, &q->ready[(pos - 1) / 2]))
             ready_up(q, pos);
         else
             ready_down(q, pos);
@@ -328,7 +344,7 @@ static void unqueue(kop_workqueue *q, struct item *it)
  */
 static struct item *next_out(kop_workqueue *q)
 {
-    struct item *it = q->ready[0];
+    struct item *it = q->ready[0].it;
     if (it != q->oldest && q->opts.starvation_limit >= 0 && q->skips >= q->opts.starvation_limit)
         it = q->oldest;
     if (it == q->oldest)
@@ -479,7 +495,7 @@ static void add_locked(kop_workqueue *q, struct item *it, int prio)
             depth_add(q, prio, 1);
             it->prio = prio;
             if (it->queued)
-                ready_up(q, it->ready_pos);
+                ready_raise(q, it, prio);
         }
         return;
     }
