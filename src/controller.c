@@ -21,11 +21,13 @@
  * isInInitialList).
  *
  * A resync thread enqueues every cached primary object again every
- * sync_period_ms, and within RESYNC_POLL_MS after the work queue dropped an
- * add. The dropped keys themselves come back from the queue (it remembers
- * them), which is what covers an object deleted meanwhile: no resync can
- * enqueue what the cache no longer holds. So a dropped key is late, never
- * lost, up to the queue's max_dropped; past that it is logged as lost.
+ * sync_period_ms. A key the work queue drops (its key cap, or no memory)
+ * comes back from the queue itself, which remembers it (up to max_dropped)
+ * and queues it again once there is room: that covers an object deleted
+ * meanwhile, which no resync could enqueue, since the cache no longer holds
+ * it. A dropped key the queue could not remember makes the resync thread
+ * enqueue every cached object within RESYNC_POLL_MS and log the loss: late
+ * for live objects, lost for deleted ones, and said so.
  *
  * A controller is one of the manager's runnables (kop_manager_add_runnable):
  * the manager starts its workers, stops and joins them, and frees it,
@@ -47,7 +49,7 @@
 
 #define MAX_WORKERS 64
 #define MAX_WATCHES 16
-#define RESYNC_POLL_MS         1000                /* how soon a dropped add is made good */
+#define RESYNC_POLL_MS         1000                /* how soon a forgotten drop is made good */
 #define DEFAULT_SYNC_PERIOD_MS (10L * 3600 * 1000) /* controller-runtime's SyncPeriod */
 
 struct watch_spec {
@@ -551,19 +553,19 @@ static void *resyncer(void *arg)
     long period = c->opts.sync_period_ms;
     int64_t next = period > 0 ? kop_mono_ms() + period : INT64_MAX;
     while (resync_wait(c, RESYNC_POLL_MS)) {
-        bool dropped = kop_workqueue_take_dropped(c->queue);
+        /* A dropped key the queue remembered comes back on its own; a
+         * resync would only fill the remembered set with live objects' keys
+         * and crowd out a deletion's. So only the forgotten ones call for it. */
+        (void)kop_workqueue_take_dropped(c->queue);
         size_t forgotten = kop_workqueue_take_forgotten(c->queue);
         bool due = kop_mono_ms() >= next;
-        if (forgotten > 0)
-            kop_logger_log(c->log, KOP_LOG_ERROR,
-                           "the work queue dropped keys it could not remember; a resync "
-                           "brings back those of cached objects, deletions among them are lost",
-                           KOP_LOG_INT("keys", (long long)forgotten));
-        if (!dropped && !due)
+        if (!forgotten && !due)
             continue;
-        if (dropped)
-            kop_logger_log(c->log, KOP_LOG_WARN,
-                           "the work queue dropped an add; enqueuing every object again");
+        if (forgotten)
+            kop_logger_log(c->log, KOP_LOG_ERROR,
+                           "the work queue dropped keys it could not remember; enqueuing every "
+                           "object again (deleted objects among those keys are lost)",
+                           KOP_LOG_INT("keys", (long long)forgotten));
         resync_all(c);
         if (due)
             next = kop_mono_ms() + period;

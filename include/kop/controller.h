@@ -129,9 +129,10 @@ typedef struct kop_controller_opts {
     /*
      * Every sync_period_ms every cached primary object is enqueued again
      * (controller-runtime's SyncPeriod): 0 is the default, 10 hours; < 0
-     * never. Independently, an add the work queue had to drop (its key cap,
-     * or no memory) makes the controller enqueue them all again within a
-     * second, so no object is left unreconciled.
+     * never. A key the work queue had to drop (its key cap, or no memory)
+     * is queued again by the queue once there is room (deleted objects'
+     * keys too); one it could not even remember makes the controller
+     * enqueue every cached object again within a second and log the loss.
      */
     long sync_period_ms;
     /*

@@ -172,9 +172,9 @@ KOP_API void kop_workqueue_forget(kop_workqueue *q, const char *key);
 
 /*
  * kop_workqueue_take_dropped tells whether an add was dropped (the key cap,
- * or no memory) since the last call, and clears that. A controller answers
- * true with a resync: every cached object enqueued again. (The dropped keys
- * themselves come back on their own once there is room, see above.)
+ * or no memory) since the last call, and clears that. The dropped keys come
+ * back on their own once there is room (see above), except those
+ * kop_workqueue_take_forgotten counts.
  */
 KOP_API bool kop_workqueue_take_dropped(kop_workqueue *q);
 
@@ -182,7 +182,7 @@ KOP_API bool kop_workqueue_take_dropped(kop_workqueue *q);
  * kop_workqueue_take_forgotten returns how many dropped keys could not be
  * remembered (max_dropped reached, or no memory) since the last call, and
  * clears that. Only a resync makes those good, and only for objects that
- * still exist.
+ * still exist: libkop's controllers answer a non-zero count with one.
  */
 KOP_API size_t kop_workqueue_take_forgotten(kop_workqueue *q);
 

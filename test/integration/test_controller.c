@@ -2,8 +2,8 @@
  * test_controller.c - a controller on a manager against a real apiserver
  * (the devcluster fixture): its periodic resync (sync_period_ms, as
  * controller-runtime's SyncPeriod) reconciles an object again although
- * nothing about it changed, which is what makes an add the work queue had
- * to drop late rather than lost (the drop itself: test_workqueue.c).
+ * nothing about it changed, which is also what makes good a key the work
+ * queue dropped and could not even remember (the queue: test_workqueue.c).
  *
  * The priority queue against the same cluster: 300 objects listed at start
  * wait at KOP_PRIORITY_LOW while one worker takes them slowly; one of them
