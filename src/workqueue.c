@@ -27,9 +27,10 @@
  *               wait_prio;
  *   requeues    rate-limited adds since the last forget (the backoff exponent).
  *
- * The ready heap is a binary max-heap on (prio, then the lower seq): seq
- * numbers each entry into the queued state, so one priority is FIFO, and a
- * raise (a higher prio, same seq) is a sift up. Its array is reserved to
+ * The ready heap is a binary max-heap on (prio, then the lower seq), both
+ * copied into its array (struct slot) so that sifting touches no record:
+ * seq numbers each entry into the queued state, so one priority is FIFO,
+ * and a raise (a higher prio, same seq) is a sift up. Its array is reserved to
  * hold every record (lookup grows it before a record is made), so queueing
  * never allocates and cannot fail, also at done. The age list links the
  * queued keys in seq order (doubly, for O(1) removal): its head is the
@@ -40,15 +41,15 @@
  * The number of records is capped at opts.max_keys (default 1,000,000;
  * client-go has no cap): beyond it, adds of new keys are dropped and counted
  * in kop_workqueue_dropped_total, so a flood of distinct keys cannot take
- * all memory. A drop also raises a flag (kop_workqueue_take_dropped) that the
- * controller polls: it then enqueues every object of its cache again (a
- * resync). That alone loses the key of an object deleted meanwhile (no
- * longer cached, so no resync enqueues it: its cleanup never ran), so the
- * dropped keys themselves are remembered in a second, capped set (map plus
- * FIFO list, opts.max_dropped, default 4,096) and queued again, oldest drop
- * first, each time a record is released and makes room. A key that finds
- * that set full too is forgotten and counted (kop_workqueue_take_forgotten):
- * past both caps, only a resync makes good, and only for live objects.
+ * all memory. The dropped keys themselves are remembered in a second,
+ * capped set (map plus FIFO list, opts.max_dropped, default 4,096) and
+ * queued again, oldest drop first, each time a record is released and makes
+ * room. A controller's resync (every cached object enqueued again) cannot
+ * do that for an object deleted meanwhile: no longer cached, its key would
+ * be lost and its cleanup never run. A key that finds that set full too is
+ * forgotten and counted (kop_workqueue_take_forgotten), which the controller
+ * polls and answers with a resync: past both caps only live objects are
+ * made good.
  *
  * One mutex guards everything. Three condition variables: ready (getters
  * wait for a queued key), timer (the timer thread waits for the earliest
