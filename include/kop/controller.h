@@ -160,7 +160,8 @@ KOP_API KOP_NODISCARD kop_err kop_controller_owns(kop_controller *c, const kop_r
 
 /*
  * kop_map_fn maps a watched object to the keys to reconcile: it calls
- * emit(namespace, name, emit_ctx) once per key.
+ * emit(namespace, name, emit_ctx) once per key, during its own call (emit_ctx
+ * carries the event's priority and is valid only until fn returns).
  */
 typedef void (*kop_emit_fn)(const char *ns, const char *name, void *emit_ctx);
 typedef void (*kop_map_fn)(const json_t *obj, kop_emit_fn emit, void *emit_ctx, void *user);
