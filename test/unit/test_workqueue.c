@@ -936,8 +936,9 @@ static double bench_rate(int n, bool mixed)
     assert_non_null(keys);
     for (int i = 0; i < n; i++)
         snprintf(keys[i], sizeof keys[i], "ns/k%07d", i);
-    const int rounds = 5;
-    int64_t t0 = now_ms();
+    const int rounds = n < 10000 ? 200 : 5;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int r = 0; r < rounds; r++) {
         for (int i = 0; i < n; i++) {
             if (mixed)
@@ -952,10 +953,11 @@ static double bench_rate(int n, bool mixed)
             free(got);
         }
     }
-    int64_t ms = now_ms() - t0;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     free(keys);
     kop_workqueue_free(q);
-    return 2.0 * n * rounds / ((double)(ms > 0 ? ms : 1) / 1000);
+    return 2.0 * n * rounds / (s > 0 ? s : 1e-9);
 }
 
 static void test_throughput_report(void **state)
