@@ -446,7 +446,8 @@ static int requeue_priority(const kop_result *res, int handed_out)
     return res->kind == KOP_RESULT_REQUEUE_AFTER ? KOP_PRIORITY_NORMAL : handed_out;
 }
 
-/* reconcile_key runs the user's reconcile for key (handed out at priority) and files the outcome. */
+/* reconcile_key runs the user's reconcile for key, handed out at priority, and files the
+ * outcome. */
 static void reconcile_key(kop_controller *c, const char *key, int priority)
 {
     char ns[256], name[256];

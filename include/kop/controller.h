@@ -205,7 +205,8 @@ KOP_API KOP_NODISCARD kop_err kop_controller_watches(kop_controller *c, const ko
 /* kop_controller_cache returns the informer of the primary resource (borrowed). */
 KOP_API kop_informer *kop_controller_cache(kop_controller *c);
 
-/* kop_controller_enqueue adds ns/name to the controller's queue at KOP_PRIORITY_NORMAL (any thread). */
+/* kop_controller_enqueue adds ns/name to the controller's queue at KOP_PRIORITY_NORMAL
+ * (any thread). */
 KOP_API void kop_controller_enqueue(kop_controller *c, const char *ns, const char *name);
 
 /*

@@ -296,7 +296,8 @@ static void test_dropped_deletion_reconciled(void **state)
     assert_true(wait_cached(cache, "victim", false));
     char *text = NULL;
     assert_int_equal(kop_metrics_render(kop_manager_metrics(m), &text, NULL), KOP_OK);
-    const char *line = strstr(text, "kop_workqueue_dropped_total{name=\"drops\",controller=\"drops\"} ");
+    const char *line =
+        strstr(text, "kop_workqueue_dropped_total{name=\"drops\",controller=\"drops\"} ");
     assert_non_null(line); /* the drop really happened */
     assert_true(atof(strchr(line, '}') + 2) >= 2);
     free(text);

@@ -801,7 +801,8 @@ static void test_priority_kept_when_due(void **state)
     get_expect_prio(q, "n", NORMAL);
 
     /* Held back twice: the higher priority and the earlier time win. */
-    kop_workqueue_add_with(q, "twice", &(kop_workqueue_add_opts){.priority = HIGH, .after_ms = 60000});
+    kop_workqueue_add_with(q, "twice",
+                           &(kop_workqueue_add_opts){.priority = HIGH, .after_ms = 60000});
     kop_workqueue_add_with(q, "twice", &(kop_workqueue_add_opts){.priority = LOW, .after_ms = 30});
     add_prio(q, "n", NORMAL);
     assert_true(wait_len(q, 2));
