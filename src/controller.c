@@ -13,9 +13,21 @@
  * error) or hold it back (requeue-after), and count what happened under
  * controller-runtime's metric names.
  *
+ * Priorities: an add during an informer's initial list (the informer has
+ * not synced yet, which the handler asks on the informer's own thread, so
+ * the answer is exact) and every resync go in at KOP_PRIORITY_LOW, other
+ * watch events at KOP_PRIORITY_HIGH, so a change overtakes the start-up
+ * backlog (controller-runtime's priority queue does the same with
+ * isInInitialList).
+ *
  * A resync thread enqueues every cached primary object again every
- * sync_period_ms, and within RESYNC_POLL_MS after the work queue dropped an
- * add, so a dropped key is late, never lost.
+ * sync_period_ms. A key the work queue drops (its key cap, or no memory)
+ * comes back from the queue itself, which remembers it (up to max_dropped)
+ * and queues it again once there is room: that covers an object deleted
+ * meanwhile, which no resync could enqueue, since the cache no longer holds
+ * it. A dropped key the queue could not remember makes the resync thread
+ * enqueue every cached object within RESYNC_POLL_MS and log the loss: late
+ * for live objects, lost for deleted ones, and said so.
  *
  * A controller is one of the manager's runnables (kop_manager_add_runnable):
  * the manager starts its workers, stops and joins them, and frees it,
@@ -37,11 +49,12 @@
 
 #define MAX_WORKERS 64
 #define MAX_WATCHES 16
-#define RESYNC_POLL_MS         1000                /* how soon a dropped add is made good */
+#define RESYNC_POLL_MS         1000                /* how soon a forgotten drop is made good */
 #define DEFAULT_SYNC_PERIOD_MS (10L * 3600 * 1000) /* controller-runtime's SyncPeriod */
 
 struct watch_spec {
     kop_controller *ctl;
+    kop_informer *inf; /* the watched informer: has it synced? */
     kop_map_fn fn; /* NULL: owned child, mapped through its controller reference */
     void *user;
 };
@@ -120,23 +133,42 @@ static kop_old_use predicate_reads(kop_update_predicate_fn p)
 
 /* ---- keys --------------------------------------------------------------- */
 
-void kop_controller_enqueue(kop_controller *c, const char *ns, const char *name)
+void kop_controller_enqueue_priority(kop_controller *c, const char *ns, const char *name,
+                                     int priority)
 {
     char key[512];
     if (kop_meta_key(key, sizeof key, ns, name) == KOP_OK)
-        kop_workqueue_add(c->queue, key);
+        kop_workqueue_add_with(c->queue, key, &(kop_workqueue_add_opts){.priority = priority});
 }
+
+void kop_controller_enqueue(kop_controller *c, const char *ns, const char *name)
+{
+    kop_controller_enqueue_priority(c, ns, name, KOP_PRIORITY_NORMAL);
+}
+
+/* An event's controller and the priority its keys go in at (emit_key's context). */
+struct emit_ctx {
+    kop_controller *ctl;
+    int priority;
+};
 
 static void emit_key(const char *ns, const char *name, void *ctx)
 {
-    kop_controller_enqueue(ctx, ns, name);
+    const struct emit_ctx *e = ctx;
+    kop_controller_enqueue_priority(e->ctl, ns, name, e->priority);
 }
 
-static void enqueue_object(kop_controller *c, const json_t *obj)
+static void enqueue_object(kop_controller *c, const json_t *obj, int priority)
 {
     const char *ns = json_string_value(meta_field(obj, "namespace"));
     const char *name = json_string_value(meta_field(obj, "name"));
-    kop_controller_enqueue(c, ns, name);
+    kop_controller_enqueue_priority(c, ns, name, priority);
+}
+
+/* add_priority: an add of inf's initial list is backlog (LOW); any later add is news (HIGH). */
+static int add_priority(kop_informer *inf)
+{
+    return kop_informer_has_synced(inf) ? KOP_PRIORITY_HIGH : KOP_PRIORITY_LOW;
 }
 
 /* group_of returns the group part of an apiVersion ("" for "v1"). */
@@ -146,8 +178,8 @@ static size_t group_len(const char *api_version)
     return slash ? (size_t)(slash - api_version) : 0;
 }
 
-/* enqueue_owner enqueues the primary object that controls child, if any. */
-static void enqueue_owner(kop_controller *c, const json_t *child)
+/* enqueue_owner enqueues the primary object that controls child, if any, at priority. */
+static void enqueue_owner(kop_controller *c, const json_t *child, int priority)
 {
     const kop_resource *r = &c->opts.for_resource;
     json_t *ref;
@@ -164,7 +196,7 @@ static void enqueue_owner(kop_controller *c, const json_t *child)
             strncmp(api, r->group, glen) != 0)
             continue;
         const char *ns = r->namespaced ? json_string_value(meta_field(child, "namespace")) : "";
-        kop_controller_enqueue(c, ns, name);
+        kop_controller_enqueue_priority(c, ns, name, priority);
         return;
     }
 }
@@ -173,7 +205,13 @@ static void enqueue_owner(kop_controller *c, const json_t *child)
 
 static void primary_add(const json_t *obj, void *user)
 {
-    enqueue_object(user, obj);
+    kop_controller *c = user;
+    enqueue_object(c, obj, add_priority(c->primary));
+}
+
+static void primary_delete(const json_t *obj, void *user)
+{
+    enqueue_object(user, obj, KOP_PRIORITY_HIGH);
 }
 
 static void primary_update(const json_t *old_obj, const json_t *new_obj, void *user)
@@ -182,26 +220,39 @@ static void primary_update(const json_t *old_obj, const json_t *new_obj, void *u
     if (c->opts.update_predicate &&
         !c->opts.update_predicate(old_obj, new_obj, c->opts.predicate_user))
         return;
-    enqueue_object(c, new_obj);
+    enqueue_object(c, new_obj, KOP_PRIORITY_HIGH);
 }
 
-static void watched(const json_t *obj, void *user)
+/* watched enqueues what a watched object maps to, at priority. */
+static void watched(struct watch_spec *w, const json_t *obj, int priority)
+{
+    if (w->fn) {
+        struct emit_ctx e = {w->ctl, priority};
+        w->fn(obj, emit_key, &e, w->user);
+    } else {
+        enqueue_owner(w->ctl, obj, priority);
+    }
+}
+
+static void watched_add(const json_t *obj, void *user)
 {
     struct watch_spec *w = user;
-    if (w->fn)
-        w->fn(obj, emit_key, w->ctl, w->user);
-    else
-        enqueue_owner(w->ctl, obj);
+    watched(w, obj, add_priority(w->inf));
+}
+
+static void watched_delete(const json_t *obj, void *user)
+{
+    watched(user, obj, KOP_PRIORITY_HIGH);
 }
 
 static void watched_update(const json_t *old_obj, const json_t *new_obj, void *user)
 {
     struct watch_spec *w = user;
     /* A child whose owner changed must tell both owners. */
-    watched(old_obj, user);
+    watched(w, old_obj, KOP_PRIORITY_HIGH);
     if (!json_equal(meta_field(old_obj, "ownerReferences"), meta_field(new_obj, "ownerReferences")) ||
         w->fn)
-        watched(new_obj, user);
+        watched(w, new_obj, KOP_PRIORITY_HIGH);
 }
 
 /* ---- construction ------------------------------------------------------- */
@@ -271,7 +322,8 @@ kop_err kop_controller_new(kop_manager *m, const kop_controller_opts *opts, kop_
         err = KOP_ENOMEM;
         goto out;
     }
-    kop_workqueue_opts qo = {.name = c->name, .metrics = kop_manager_metrics(m)};
+    kop_workqueue_opts qo = {
+        .name = c->name, .max_keys = opts->max_queued_keys, .metrics = kop_manager_metrics(m)};
     err = kop_workqueue_new(&qo, &c->queue);
     if (!err)
         err = kop_logger_new(NULL, &KOP_LOG_STR("controller", c->name), 1, &c->log);
@@ -283,7 +335,7 @@ kop_err kop_controller_new(kop_manager *m, const kop_controller_opts *opts, kop_
         err = register_metrics(kop_manager_metrics(m), &c->rm);
     if (err)
         goto out;
-    kop_informer_handler h = {primary_add, primary_update, primary_add, c,
+    kop_informer_handler h = {primary_add, primary_update, primary_delete, c,
                               predicate_reads(c->opts.update_predicate)};
     err = kop_informer_add_handler(c->primary, &h);
     if (!err)
@@ -319,8 +371,8 @@ static kop_err add_watch(kop_controller *c, const kop_resource *r, const char *l
     if (err)
         return err;
     struct watch_spec *w = &c->watches[c->nwatches];
-    *w = (struct watch_spec){.ctl = c, .fn = fn, .user = user};
-    kop_informer_handler h = {watched, watched_update, watched, w,
+    *w = (struct watch_spec){.ctl = c, .inf = inf, .fn = fn, .user = user};
+    kop_informer_handler h = {watched_add, watched_update, watched_delete, w,
                               !fn || map_reads_metadata ? KOP_OLD_METADATA : KOP_OLD_FULL};
     err = kop_informer_add_handler(inf, &h);
     if (!err)
@@ -381,8 +433,22 @@ static const char *result_label(kop_result_kind k)
     return "error";
 }
 
-/* reconcile_key runs the user's reconcile for key and files the outcome. */
-static void reconcile_key(kop_controller *c, const char *key)
+/*
+ * requeue_priority: the priority of a requeue, the reconcile's choice or
+ * else the priority the key came with, except that a requeue-after is a
+ * deadline and goes at NORMAL (an expiry should not inherit a start-up
+ * backlog's LOW, nor keep a one-off HIGH forever).
+ */
+static int requeue_priority(const kop_result *res, int handed_out)
+{
+    if (res->has_priority)
+        return res->priority;
+    return res->kind == KOP_RESULT_REQUEUE_AFTER ? KOP_PRIORITY_NORMAL : handed_out;
+}
+
+/* reconcile_key runs the user's reconcile for key, handed out at priority, and files the
+ * outcome. */
+static void reconcile_key(kop_controller *c, const char *key, int priority)
 {
     char ns[256], name[256];
     if (kop_meta_split_key(key, ns, sizeof ns, name, sizeof name) != KOP_OK)
@@ -398,6 +464,7 @@ static void reconcile_key(kop_controller *c, const char *key)
         .log = lg ? lg : c->log,
         .controller = c,
         .manager = c->mgr,
+        .priority = priority,
     };
     const struct reconcile_metrics *rm = &c->rm;
     const char *ctl[] = {c->name, NULL};
@@ -409,6 +476,7 @@ static void reconcile_key(kop_controller *c, const char *key)
     kop_metric_add(rm->workers, ctl, -1);
     const char *outcome[] = {c->name, result_label(res.kind), NULL};
     kop_metric_inc(rm->total, outcome);
+    int prio = requeue_priority(&res, priority);
 
     switch (res.kind) {
     case KOP_RESULT_DONE:
@@ -416,16 +484,19 @@ static void reconcile_key(kop_controller *c, const char *key)
         break;
     case KOP_RESULT_REQUEUE_AFTER:
         kop_workqueue_forget(c->queue, key);
-        kop_workqueue_add_after(c->queue, key, res.after_ms);
+        /* after_ms <= 0 adds it now, as kop_workqueue_add_after does. */
+        kop_workqueue_add_with(c->queue, key,
+                               &(kop_workqueue_add_opts){.priority = prio,
+                                                         .after_ms = res.after_ms});
         break;
     case KOP_RESULT_ERROR:
         kop_metric_inc(rm->errors, ctl);
         kop_logger_log(req.log, KOP_LOG_ERROR, "reconcile failed; retrying with backoff",
                        KOP_LOG_INT("retries", kop_workqueue_num_requeues(c->queue, key)));
-        kop_workqueue_add_rate_limited(c->queue, key);
-        break;
+        /* fall through */
     case KOP_RESULT_REQUEUE:
-        kop_workqueue_add_rate_limited(c->queue, key);
+        kop_workqueue_add_with(c->queue, key,
+                               &(kop_workqueue_add_opts){.priority = prio, .rate_limited = true});
         break;
     }
     kop_logger_free(lg);
@@ -435,8 +506,9 @@ static void *worker(void *arg)
 {
     kop_controller *c = arg;
     char *key = NULL;
+    int priority = 0;
     kop_err err;
-    while ((err = kop_workqueue_get(c->queue, &key)) != KOP_ESHUTDOWN) {
+    while ((err = kop_workqueue_get_with_priority(c->queue, &key, &priority)) != KOP_ESHUTDOWN) {
         if (err) { /* out of memory for the key's copy: the queue kept it; try again soon */
             struct timespec pause = {0, 10 * 1000000};
             nanosleep(&pause, NULL);
@@ -444,7 +516,7 @@ static void *worker(void *arg)
         }
         /* Once shutting down or no longer leading, queued keys are left alone. */
         if (kop__manager_may_reconcile(c->mgr))
-            reconcile_key(c, key);
+            reconcile_key(c, key, priority);
         kop_workqueue_done(c->queue, key);
         free(key);
     }
@@ -453,14 +525,14 @@ static void *worker(void *arg)
 
 /* ---- resync ------------------------------------------------------------------ */
 
-/* resync_all enqueues every cached primary object. */
+/* resync_all enqueues every cached primary object, behind any change (LOW). */
 static void resync_all(kop_controller *c)
 {
     json_t *all = NULL, *obj;
     size_t i;
     if (kop_informer_list(c->primary, c->ns, &all) != KOP_OK)
         return; /* no memory now: the next poll tries again */
-    json_array_foreach(all, i, obj) enqueue_object(c, obj);
+    json_array_foreach(all, i, obj) enqueue_object(c, obj, KOP_PRIORITY_LOW);
     json_decref(all);
 }
 
@@ -482,13 +554,19 @@ static void *resyncer(void *arg)
     long period = c->opts.sync_period_ms;
     int64_t next = period > 0 ? kop_mono_ms() + period : INT64_MAX;
     while (resync_wait(c, RESYNC_POLL_MS)) {
-        bool dropped = kop_workqueue_take_dropped(c->queue);
+        /* A dropped key the queue remembered comes back on its own; a
+         * resync would only fill the remembered set with live objects' keys
+         * and crowd out a deletion's. So only the forgotten ones call for it. */
+        (void)kop_workqueue_take_dropped(c->queue);
+        size_t forgotten = kop_workqueue_take_forgotten(c->queue);
         bool due = kop_mono_ms() >= next;
-        if (!dropped && !due)
+        if (!forgotten && !due)
             continue;
-        if (dropped)
-            kop_logger_log(c->log, KOP_LOG_WARN,
-                           "the work queue dropped an add; enqueuing every object again");
+        if (forgotten)
+            kop_logger_log(c->log, KOP_LOG_ERROR,
+                           "the work queue dropped keys it could not remember; enqueuing every "
+                           "object again (deleted objects among those keys are lost)",
+                           KOP_LOG_INT("keys", (long long)forgotten));
         resync_all(c);
         if (due)
             next = kop_mono_ms() + period;

@@ -6,7 +6,9 @@
  * mostly keys already queued (an object changes several times before a
  * worker gets to it); a handful of workers take them; failed reconciles come
  * back through add_rate_limited, requeue-after results through add_after.
- * So every operation is O(1) except the timer heap's O(log n).
+ * So dedup and done are O(1); adds, raises and gets are O(log n) in the
+ * keys queued (the ready heap), and the timer heap's operations O(log n) in
+ * the keys held back.
  *
  * One record per key the queue knows about, in libkop's hash map
  * (map_internal.h), which borrows the key the record carries, so a key is
@@ -15,18 +17,39 @@
  * set:
  *
  *   dirty       the key needs processing: it is queued, or it is in flight
- *               and will be queued again at done;
- *   queued      it is in the FIFO (intrusive list);   queued => dirty && !processing
+ *               and will be queued again at done; prio is the priority it
+ *               waits at (the highest it was added with since it became
+ *               dirty);
+ *   queued      it is in the ready heap at ready_pos, and in the age list;
+ *               queued => dirty && !processing
  *   processing  a worker holds it (intrusive in-flight list);
- *   heap_pos    it waits in the add_after heap for ready_ns;
+ *   heap_pos    it waits in the add_after heap for ready_ns, to be added at
+ *               wait_prio;
  *   requeues    rate-limited adds since the last forget (the backoff exponent).
+ *
+ * The ready heap is a binary max-heap on (prio, then the lower seq), both
+ * copied into its array (struct slot) so that sifting touches no record:
+ * seq numbers each entry into the queued state, so one priority is FIFO,
+ * and a raise (a higher prio, same seq) is a sift up. Its array is reserved to
+ * hold every record (lookup grows it before a record is made), so queueing
+ * never allocates and cannot fail, also at done. The age list links the
+ * queued keys in seq order (doubly, for O(1) removal): its head is the
+ * oldest queued key, which starvation_limit hands out after that many keys
+ * in a row went ahead of it (bounded share: low priorities get at least one
+ * handout in starvation_limit + 1 while they wait, oldest first).
  *
  * The number of records is capped at opts.max_keys (default 1,000,000;
  * client-go has no cap): beyond it, adds of new keys are dropped and counted
  * in kop_workqueue_dropped_total, so a flood of distinct keys cannot take
- * all memory. A drop also raises a flag (kop_workqueue_take_dropped) that the
- * controller polls: it then enqueues every object of its cache again (a
- * resync), so a dropped key is late, never lost.
+ * all memory. The dropped keys themselves are remembered in a second,
+ * capped set (map plus FIFO list, opts.max_dropped, default 4,096) and
+ * queued again, oldest drop first, each time a record is released and makes
+ * room. A controller's resync (every cached object enqueued again) cannot
+ * do that for an object deleted meanwhile: no longer cached, its key would
+ * be lost and its cleanup never run. A key that finds that set full too is
+ * forgotten and counted (kop_workqueue_take_forgotten), which the controller
+ * polls and answers with a resync: past both caps only live objects are
+ * made good.
  *
  * One mutex guards everything. Three condition variables: ready (getters
  * wait for a queued key), timer (the timer thread waits for the earliest
@@ -40,6 +63,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -56,12 +80,33 @@ struct item {
     bool processing;
     bool has_added;     /* added_ns is set */
     int requeues;
+    int prio;           /* while dirty: the priority it waits at */
+    int wait_prio;      /* while in the timer heap: the priority it is added at */
     size_t heap_pos;    /* index in q->heap, or NOT_WAITING */
+    size_t ready_pos;   /* while queued: index in q->ready */
     int64_t ready_ns;   /* while waiting: when it is due */
     int64_t added_ns;   /* when it last became dirty: queue_duration starts */
     int64_t started_ns; /* while processing: work_duration starts */
-    struct item *next;  /* FIFO */
+    struct item *older, *newer; /* the age list of queued keys */
     struct item *prev_inflight, *next_inflight;
+    char key[];
+};
+
+/*
+ * An entry of the ready heap: the order's keys are copied into the array,
+ * so that sifting compares within it and touches a record only to tell it
+ * its new position.
+ */
+struct slot {
+    uint64_t seq; /* when it was queued, in queue order */
+    int prio;
+    struct item *it;
+};
+
+/* A dropped key, remembered until there is room for it. */
+struct dropped {
+    int prio;
+    struct dropped *next; /* FIFO, oldest drop first */
     char key[];
 };
 
@@ -81,9 +126,12 @@ struct kop_workqueue {
     kop__map items; /* key (borrowed from the record) -> struct item */
     size_t nitems;
 
-    struct item *head, *tail; /* FIFO of queued keys */
-    size_t nqueued;
-    size_t ndirty;
+    struct slot *ready;  /* max-heap on (prio, -seq) of queued keys */
+    size_t cap_ready;    /* >= nitems: pushing never allocates */
+    size_t nqueued;      /* entries of ready */
+    uint64_t next_seq;
+    struct item *oldest, *newest; /* the age list: queued keys in seq order */
+    int skips; /* keys handed out in a row while an older one waited */
 
     struct item *inflight; /* keys handed out */
     size_t ninflight;
@@ -96,9 +144,12 @@ struct kop_workqueue {
     int64_t refilled_ns;
 
     bool dropped_since; /* an add was dropped since kop_workqueue_take_dropped */
+    kop__map dropped_keys;      /* key (borrowed from the entry) -> struct dropped */
+    struct dropped *drop_head, *drop_tail;
+    size_t ndropped;
+    size_t forgotten; /* dropped and not remembered since kop_workqueue_take_forgotten */
     kop_metric *depth, *adds, *latency, *work, *unfinished, *longest, *retries, *dropped;
     const char *lv[3];       /* {name, name, NULL}: name and controller */
-    const char *depth_lv[4]; /* {name, name, "", NULL}: plus priority */
 };
 
 /* ---- time --------------------------------------------------------------- */
@@ -121,6 +172,25 @@ static struct item *find(const kop_workqueue *q, const char *key)
 }
 
 /*
+ * reserve_ready grows the ready heap's array to hold n records, so that
+ * queueing a record never allocates. False when memory runs out.
+ */
+static bool reserve_ready(kop_workqueue *q, size_t n)
+{
+    if (n <= q->cap_ready)
+        return true;
+    size_t cap = q->cap_ready ? q->cap_ready * 2 : 16;
+    if (cap < n)
+        cap = n;
+    struct slot *r = realloc(q->ready, cap * sizeof *r);
+    if (!r)
+        return false;
+    q->ready = r;
+    q->cap_ready = cap;
+    return true;
+}
+
+/*
  * lookup returns key's record, creating an idle one if needed. NULL if the
  * key cap is reached or memory runs out: the caller drops its add and counts
  * it.
@@ -130,7 +200,7 @@ static struct item *lookup(kop_workqueue *q, const char *key)
     struct item *it = kop__map_get(&q->items, key);
     if (it)
         return it;
-    if (q->nitems >= q->opts.max_keys)
+    if (q->nitems >= q->opts.max_keys || !reserve_ready(q, q->nitems + 1))
         return NULL;
     size_t len = strlen(key);
     it = calloc(1, sizeof *it + len + 1);
@@ -146,7 +216,10 @@ static struct item *lookup(kop_workqueue *q, const char *key)
     return it;
 }
 
-/* release frees it if nothing about it remains to remember. */
+static void readmit_dropped(kop_workqueue *q);
+
+/* release frees it if nothing about it remains to remember, then gives its
+ * room to the oldest dropped key. */
 static void release_if_idle(kop_workqueue *q, struct item *it)
 {
     if (it->dirty || it->processing || it->heap_pos != NOT_WAITING || it->requeues > 0)
@@ -158,6 +231,128 @@ static void release_if_idle(kop_workqueue *q, struct item *it)
     q->nitems--;
     free(it);
     kop__map_shrink(&q->items);
+    readmit_dropped(q);
+}
+
+/* ---- the ready heap and the age list ------------------------------------ */
+
+/* before tells whether a goes out before b: the higher priority, then the older. */
+static bool before(const struct slot *a, const struct slot *b)
+{
+    return a->prio > b->prio || (a->prio == b->prio && a->seq < b->seq);
+}
+
+static void ready_set(kop_workqueue *q, size_t pos, struct slot s)
+{
+    q->ready[pos] = s;
+    s.it->ready_pos = pos;
+}
+
+static void ready_up(kop_workqueue *q, size_t pos)
+{
+    struct slot s = q->ready[pos];
+    while (pos > 0) {
+        size_t parent = (pos - 1) / 2;
+        if (!before(&s, &q->ready[parent]))
+            break;
+        ready_set(q, pos, q->ready[parent]);
+        pos = parent;
+    }
+    ready_set(q, pos, s);
+}
+
+static void ready_down(kop_workqueue *q, size_t pos)
+{
+    struct slot s = q->ready[pos];
+    for (;;) {
+        size_t child = 2 * pos + 1;
+        if (child >= q->nqueued)
+            break;
+        if (child + 1 < q->nqueued && before(&q->ready[child + 1], &q->ready[child]))
+            child++;
+        if (!before(&q->ready[child], &s))
+            break;
+        ready_set(q, pos, q->ready[child]);
+        pos = child;
+    }
+    ready_set(q, pos, s);
+}
+
+/* ready_raise sets the priority of it, queued, to the higher prio. */
+static void ready_raise(kop_workqueue *q, struct item *it, int prio)
+{
+    q->ready[it->ready_pos].prio = prio;
+    ready_up(q, it->ready_pos);
+}
+
+/* depth_add moves the workqueue_depth series of priority prio by delta. */
+static void depth_add(kop_workqueue *q, int prio, double delta)
+{
+    if (!q->depth)
+        return;
+    char p[16];
+    snprintf(p, sizeof p, "%d", prio);
+    const char *lv[] = {q->name, q->name, p, NULL};
+    kop_metric_add(q->depth, lv, delta);
+}
+
+/* push queues it: into the ready heap (room is reserved) and at the young end of the age list. */
+static void push(kop_workqueue *q, struct item *it)
+{
+    KOP_ASSERT(it->dirty && !it->processing && !it->queued && q->nqueued < q->cap_ready);
+    it->queued = true;
+    it->newer = NULL;
+    it->older = q->newest;
+    if (q->newest)
+        q->newest->newer = it;
+    else
+        q->oldest = it;
+    q->newest = it;
+    ready_set(q, q->nqueued++, (struct slot){.seq = q->next_seq++, .prio = it->prio, .it = it});
+    ready_up(q, it->ready_pos);
+    pthread_cond_signal(&q->ready_cond);
+}
+
+/* unqueue takes it out of the ready heap and the age list. */
+static void unqueue(kop_workqueue *q, struct item *it)
+{
+    KOP_ASSERT(it->queued && q->ready[it->ready_pos].it == it);
+    size_t pos = it->ready_pos;
+    struct slot last = q->ready[--q->nqueued];
+    if (last.it != it) {
+        ready_set(q, pos, last);
+        if (pos > 0 && before(&last, &q->ready[(pos - 1) / 2]))
+            ready_up(q, pos);
+        else
+            ready_down(q, pos);
+    }
+    if (it->older)
+        it->older->newer = it->newer;
+    else
+        q->oldest = it->newer;
+    if (it->newer)
+        it->newer->older = it->older;
+    else
+        q->newest = it->older;
+    it->older = it->newer = NULL;
+    it->queued = false;
+}
+
+/*
+ * next_out picks the key to hand out: the first in priority order, unless
+ * starvation_limit keys in a row went out ahead of the oldest queued key;
+ * then the oldest.
+ */
+static struct item *next_out(kop_workqueue *q)
+{
+    struct item *it = q->ready[0].it;
+    if (it != q->oldest && q->opts.starvation_limit >= 0 && q->skips >= q->opts.starvation_limit)
+        it = q->oldest;
+    if (it == q->oldest)
+        q->skips = 0;
+    else
+        q->skips++;
+    return it;
 }
 
 /* ---- the timer heap ----------------------------------------------------- */
@@ -211,12 +406,15 @@ static struct item *heap_pop(kop_workqueue *q)
 
 /*
  * schedule makes it due at ready_ns, or earlier if it already waits for an
- * earlier time. Wakes the timer thread when the earliest time changed.
+ * earlier time, to be added at prio or the higher priority it already
+ * waits with. Wakes the timer thread when the earliest time changed.
  * Returns false (the add is dropped) when the heap cannot grow.
  */
-static bool schedule(kop_workqueue *q, struct item *it, int64_t ready_ns)
+static bool schedule(kop_workqueue *q, struct item *it, int64_t ready_ns, int prio)
 {
     if (it->heap_pos != NOT_WAITING) {
+        if (prio > it->wait_prio)
+            it->wait_prio = prio; /* the higher priority wins */
         if (ready_ns >= it->ready_ns)
             return true; /* the earlier time wins */
         it->ready_ns = ready_ns;
@@ -231,6 +429,7 @@ static bool schedule(kop_workqueue *q, struct item *it, int64_t ready_ns)
             q->cap_heap = n;
         }
         it->ready_ns = ready_ns;
+        it->wait_prio = prio;
         heap_set(q, q->nheap++, it);
         sift_up(q, it->heap_pos);
     }
@@ -241,65 +440,113 @@ static bool schedule(kop_workqueue *q, struct item *it, int64_t ready_ns)
 
 /* ---- queue operations, with q->lock held -------------------------------- */
 
-static void count_dropped(kop_workqueue *q)
+/*
+ * remember keeps a dropped key to queue again once there is room (the
+ * highest priority it was dropped with), or counts it as forgotten.
+ */
+static void remember(kop_workqueue *q, const char *key, int prio)
+{
+    struct dropped *d = kop__map_get(&q->dropped_keys, key);
+    if (d) {
+        if (prio > d->prio)
+            d->prio = prio;
+        return;
+    }
+    size_t len = strlen(key);
+    if (q->ndropped >= q->opts.max_dropped || !(d = malloc(sizeof *d + len + 1))) {
+        q->forgotten++;
+        return;
+    }
+    memcpy(d->key, key, len + 1);
+    d->prio = prio;
+    d->next = NULL;
+    if (kop__map_put(&q->dropped_keys, d->key, d, NULL) != KOP_OK) {
+        free(d);
+        q->forgotten++;
+        return;
+    }
+    if (q->drop_tail)
+        q->drop_tail->next = d;
+    else
+        q->drop_head = d;
+    q->drop_tail = d;
+    q->ndropped++;
+}
+
+/* count_dropped counts an add of key refused, raises the flag and remembers the key. */
+static void count_dropped(kop_workqueue *q, const char *key, int prio)
 {
     kop_metric_inc(q->dropped, q->lv);
     q->dropped_since = true;
+    remember(q, key, prio);
 }
 
-static void fifo_push(kop_workqueue *q, struct item *it)
+/*
+ * add_locked marks it dirty at prio (or the higher priority it is held
+ * back with) and queues it unless a worker holds it; a key dirty already is
+ * only raised, never lowered.
+ */
+static void add_locked(kop_workqueue *q, struct item *it, int prio)
 {
-    KOP_ASSERT(it->dirty && !it->processing && !it->queued);
-    it->queued = true;
-    it->next = NULL;
-    if (q->tail)
-        q->tail->next = it;
-    else
-        q->head = it;
-    q->tail = it;
-    q->nqueued++;
-    pthread_cond_signal(&q->ready_cond);
-}
-
-static struct item *fifo_pop(kop_workqueue *q)
-{
-    struct item *it = q->head;
-    q->head = it->next;
-    if (!q->head)
-        q->tail = NULL;
-    it->next = NULL;
-    it->queued = false;
-    q->nqueued--;
-    return it;
-}
-
-/* add_locked marks it dirty and queues it unless a worker holds it. */
-static void add_locked(kop_workqueue *q, struct item *it)
-{
-    if (it->dirty)
-        return; /* queued already, or will be at done */
+    if (it->heap_pos != NOT_WAITING && it->wait_prio > prio)
+        prio = it->wait_prio; /* one key, one item: its highest priority */
+    if (it->dirty) { /* queued already, or will be at done */
+        if (prio > it->prio) {
+            depth_add(q, it->prio, -1);
+            depth_add(q, prio, 1);
+            it->prio = prio;
+            if (it->queued)
+                ready_raise(q, it, prio);
+        }
+        return;
+    }
     it->dirty = true;
-    q->ndirty++;
+    it->prio = prio;
     if (!it->has_added) {
         it->added_ns = now_ns();
         it->has_added = true;
     }
     kop_metric_inc(q->adds, q->lv);
-    kop_metric_set(q->depth, q->depth_lv, (double)q->ndirty);
+    depth_add(q, prio, 1);
     if (!it->processing)
-        fifo_push(q, it);
+        push(q, it);
 }
 
-/* add_after_locked counts a retry, then adds it now or at now + delay_ns. */
-static void add_after_locked(kop_workqueue *q, struct item *it, int64_t delay_ns)
+/*
+ * readmit_dropped queues remembered dropped keys, oldest drop first, while
+ * there is room for them. A key that cannot get a record (no memory) stays
+ * first in line for the next release.
+ */
+static void readmit_dropped(kop_workqueue *q)
+{
+    while (q->drop_head && !q->shutting_down) {
+        struct dropped *d = q->drop_head;
+        struct item *it = lookup(q, d->key);
+        if (!it)
+            return;
+        q->drop_head = d->next;
+        if (!q->drop_head)
+            q->drop_tail = NULL;
+        q->ndropped--;
+        void *was = kop__map_remove(&q->dropped_keys, d->key);
+        KOP_ASSERT(was == d);
+        (void)was;
+        add_locked(q, it, d->prio);
+        free(d);
+    }
+    kop__map_shrink(&q->dropped_keys);
+}
+
+/* add_after_locked counts a retry, then adds it at prio now or at now + delay_ns. */
+static void add_after_locked(kop_workqueue *q, struct item *it, int64_t delay_ns, int prio)
 {
     kop_metric_inc(q->retries, q->lv);
     if (delay_ns <= 0) {
-        add_locked(q, it);
+        add_locked(q, it, prio);
         return;
     }
-    if (!schedule(q, it, now_ns() + delay_ns)) {
-        count_dropped(q);
+    if (!schedule(q, it, now_ns() + delay_ns, prio)) {
+        count_dropped(q, it->key, prio);
         release_if_idle(q, it);
     }
 }
@@ -346,8 +593,10 @@ static void *timer_main(void *arg)
     pthread_mutex_lock(&q->lock);
     while (!q->shutting_down) {
         int64_t now = now_ns();
-        while (q->nheap > 0 && q->heap[0]->ready_ns <= now)
-            add_locked(q, heap_pop(q));
+        while (q->nheap > 0 && q->heap[0]->ready_ns <= now) {
+            struct item *it = heap_pop(q);
+            add_locked(q, it, it->wait_prio);
+        }
         if (q->nheap == 0) {
             pthread_cond_wait(&q->timer_cond, &q->lock);
         } else {
@@ -431,7 +680,11 @@ static kop_err register_metrics(kop_workqueue *q, kop_metrics *m)
         return err;
 
     /* Every series exists from the start, at zero, as with client-go. */
-    kop_metric_touch(q->depth, q->depth_lv);
+    static const char *const named[] = {"-100", "0", "100"}; /* KOP_PRIORITY_LOW, NORMAL, HIGH */
+    for (int i = 0; i < 3; i++) {
+        const char *depth_lv[] = {q->name, q->name, named[i], NULL};
+        kop_metric_touch(q->depth, depth_lv);
+    }
     kop_metric_touch(q->adds, q->lv);
     kop_metric_touch(q->latency, q->lv);
     kop_metric_touch(q->work, q->lv);
@@ -457,6 +710,10 @@ static void apply_defaults(kop_workqueue_opts *o)
         o->max_delay_ms = o->base_delay_ms;
     if (o->max_keys == 0)
         o->max_keys = KOP_WORKQUEUE_DEFAULT_MAX_KEYS;
+    if (o->max_dropped == 0)
+        o->max_dropped = KOP_WORKQUEUE_DEFAULT_MAX_DROPPED;
+    if (o->starvation_limit == 0)
+        o->starvation_limit = KOP_WORKQUEUE_DEFAULT_STARVATION_LIMIT;
 }
 
 kop_err kop_workqueue_new(const kop_workqueue_opts *opts, kop_workqueue **out)
@@ -488,12 +745,11 @@ kop_err kop_workqueue_new(const kop_workqueue_opts *opts, kop_workqueue **out)
 
     q->name = strdup(q->opts.name ? q->opts.name : "");
     kop__map_init_borrowing(&q->items);
+    kop__map_init_borrowing(&q->dropped_keys);
     if (!q->name)
         goto out;
     q->opts.name = q->name;
     q->lv[0] = q->lv[1] = q->name;
-    q->depth_lv[0] = q->depth_lv[1] = q->name;
-    q->depth_lv[2] = "";
     if (q->opts.metrics) {
         err = register_metrics(q, q->opts.metrics);
         if (err)
@@ -537,7 +793,9 @@ void kop_workqueue_free(kop_workqueue *q)
         pthread_join(q->timer, NULL);
     KOP_ASSERT(q->ninflight == 0); /* workers must have returned */
     kop__map_fini(&q->items, free);
+    kop__map_fini(&q->dropped_keys, free);
     free(q->heap);
+    free(q->ready);
     free(q->name);
     pthread_cond_destroy(&q->ready_cond);
     pthread_cond_destroy(&q->timer_cond);
@@ -548,54 +806,66 @@ void kop_workqueue_free(kop_workqueue *q)
 
 /* ---- public operations -------------------------------------------------- */
 
-void kop_workqueue_add(kop_workqueue *q, const char *key)
+enum add_kind { ADD_NOW, ADD_AFTER, ADD_RATE_LIMITED };
+
+/* add_key is every public add: key at prio, now, after after_ms, or rate-limited. */
+static void add_key(kop_workqueue *q, const char *key, int prio, enum add_kind kind, long after_ms)
 {
     if (!q || !key)
         return;
     pthread_mutex_lock(&q->lock);
-    if (!q->shutting_down) {
-        struct item *it = lookup(q, key);
-        if (it)
-            add_locked(q, it);
-        else
-            count_dropped(q);
+    if (q->shutting_down)
+        goto out;
+    struct item *it = lookup(q, key);
+    if (!it) {
+        count_dropped(q, key, prio);
+        goto out;
     }
+    switch (kind) {
+    case ADD_NOW:
+        add_locked(q, it, prio);
+        break;
+    case ADD_AFTER:
+        add_after_locked(q, it, after_ms > 0 ? (int64_t)after_ms * 1000000 : 0, prio);
+        break;
+    case ADD_RATE_LIMITED: {
+        int64_t item_ns = backoff_ns(q, it->requeues);
+        int64_t overall_ns = bucket_ns(q);
+        if (it->requeues < INT_MAX)
+            it->requeues++;
+        add_after_locked(q, it, item_ns > overall_ns ? item_ns : overall_ns, prio);
+        break;
+    }
+    }
+out:
     pthread_mutex_unlock(&q->lock);
+}
+
+void kop_workqueue_add_with(kop_workqueue *q, const char *key, const kop_workqueue_add_opts *opts)
+{
+    if (!opts)
+        add_key(q, key, KOP_PRIORITY_NORMAL, ADD_NOW, 0);
+    else if (opts->rate_limited)
+        add_key(q, key, opts->priority, ADD_RATE_LIMITED, 0);
+    else if (opts->after_ms > 0)
+        add_key(q, key, opts->priority, ADD_AFTER, opts->after_ms);
+    else
+        add_key(q, key, opts->priority, ADD_NOW, 0);
+}
+
+void kop_workqueue_add(kop_workqueue *q, const char *key)
+{
+    add_key(q, key, KOP_PRIORITY_NORMAL, ADD_NOW, 0);
 }
 
 void kop_workqueue_add_after(kop_workqueue *q, const char *key, long delay_ms)
 {
-    if (!q || !key)
-        return;
-    pthread_mutex_lock(&q->lock);
-    if (!q->shutting_down) {
-        struct item *it = lookup(q, key);
-        if (it)
-            add_after_locked(q, it, delay_ms > 0 ? (int64_t)delay_ms * 1000000 : 0);
-        else
-            count_dropped(q);
-    }
-    pthread_mutex_unlock(&q->lock);
+    add_key(q, key, KOP_PRIORITY_NORMAL, ADD_AFTER, delay_ms);
 }
 
 void kop_workqueue_add_rate_limited(kop_workqueue *q, const char *key)
 {
-    if (!q || !key)
-        return;
-    pthread_mutex_lock(&q->lock);
-    if (!q->shutting_down) {
-        struct item *it = lookup(q, key);
-        if (it) {
-            int64_t item_ns = backoff_ns(q, it->requeues);
-            int64_t overall_ns = bucket_ns(q);
-            if (it->requeues < INT_MAX)
-                it->requeues++;
-            add_after_locked(q, it, item_ns > overall_ns ? item_ns : overall_ns);
-        } else {
-            count_dropped(q);
-        }
-    }
-    pthread_mutex_unlock(&q->lock);
+    add_key(q, key, KOP_PRIORITY_NORMAL, ADD_RATE_LIMITED, 0);
 }
 
 void kop_workqueue_forget(kop_workqueue *q, const char *key)
@@ -622,7 +892,7 @@ int kop_workqueue_num_requeues(kop_workqueue *q, const char *key)
     return n;
 }
 
-kop_err kop_workqueue_get(kop_workqueue *q, char **key_out)
+kop_err kop_workqueue_get_with_priority(kop_workqueue *q, char **key_out, int *priority_out)
 {
     kop_err err = KOP_OK;
     if (!key_out)
@@ -632,22 +902,26 @@ kop_err kop_workqueue_get(kop_workqueue *q, char **key_out)
         return KOP_EINVAL;
 
     pthread_mutex_lock(&q->lock);
-    while (!q->head && !q->shutting_down)
+    while (q->nqueued == 0 && !q->shutting_down)
         pthread_cond_wait(&q->ready_cond, &q->lock);
-    if (!q->head) {
+    if (q->nqueued == 0) {
         err = KOP_ESHUTDOWN; /* shut down and nothing left to hand out */
         goto out;
     }
-    /* Copy first, so that running out of memory leaves the queue as it was. */
-    char *copy = strdup(q->head->key);
+    /* Copy first, so that running out of memory leaves the queue as it was
+     * (the starvation count included). */
+    int skips = q->skips;
+    struct item *it = next_out(q);
+    char *copy = strdup(it->key);
     if (!copy) {
+        q->skips = skips;
         err = KOP_ENOMEM;
         goto out;
     }
-    struct item *it = fifo_pop(q);
+    unqueue(q, it);
     KOP_ASSERT(it->dirty && !it->processing);
     it->dirty = false;
-    q->ndirty--;
+    depth_add(q, it->prio, -1);
     it->processing = true;
     it->prev_inflight = NULL;
     it->next_inflight = q->inflight;
@@ -661,11 +935,17 @@ kop_err kop_workqueue_get(kop_workqueue *q, char **key_out)
     if (it->has_added)
         kop_metric_observe(q->latency, q->lv, seconds(now - it->added_ns));
     it->has_added = false;
-    kop_metric_set(q->depth, q->depth_lv, (double)q->ndirty);
+    if (priority_out)
+        *priority_out = it->prio;
     *key_out = copy;
 out:
     pthread_mutex_unlock(&q->lock);
     return err;
+}
+
+kop_err kop_workqueue_get(kop_workqueue *q, char **key_out)
+{
+    return kop_workqueue_get_with_priority(q, key_out, NULL);
 }
 
 void kop_workqueue_done(kop_workqueue *q, const char *key)
@@ -676,7 +956,7 @@ void kop_workqueue_done(kop_workqueue *q, const char *key)
     struct item *it = find(q, key);
     if (!it || !it->processing)
         goto out; /* not handed out: nothing to finish */
-    /* One in flight: a key being processed is never also in the FIFO. */
+    /* One in flight: a key being processed is never also queued. */
     KOP_ASSERT(!it->queued && q->ninflight > 0);
     kop_metric_observe(q->work, q->lv, seconds(now_ns() - it->started_ns));
     it->processing = false;
@@ -688,15 +968,25 @@ void kop_workqueue_done(kop_workqueue *q, const char *key)
         it->next_inflight->prev_inflight = it->prev_inflight;
     it->prev_inflight = it->next_inflight = NULL;
     q->ninflight--;
-    /* Added while processed: its turn now. As in client-go this holds after
-     * shutdown too, since the add was accepted before it. */
+    /* Added while processed: its turn now, at the highest priority it was
+     * added with meanwhile. As in client-go this holds after shutdown too,
+     * since the add was accepted before it. */
     if (it->dirty)
-        fifo_push(q, it);
+        push(q, it);
     if (q->ninflight == 0)
         pthread_cond_broadcast(&q->drain_cond);
     release_if_idle(q, it);
 out:
     pthread_mutex_unlock(&q->lock);
+}
+
+size_t kop_workqueue_take_forgotten(kop_workqueue *q)
+{
+    pthread_mutex_lock(&q->lock);
+    size_t n = q->forgotten;
+    q->forgotten = 0;
+    pthread_mutex_unlock(&q->lock);
+    return n;
 }
 
 bool kop_workqueue_take_dropped(kop_workqueue *q)

@@ -18,6 +18,21 @@
  *   return KOP_RETRY;                 it failed: again with backoff, counted as an error
  *
  * It must be idempotent: it may run again at any time for the same key.
+ *
+ * Priorities (kop/workqueue.h): the controller's queue hands out keys by
+ * priority, higher first. Objects of an informer's initial list (the
+ * primary's and every watched resource's) and of resyncs are enqueued at
+ * KOP_PRIORITY_LOW, watch events (adds after the initial list, updates,
+ * deletes) at KOP_PRIORITY_HIGH, kop_controller_enqueue at
+ * KOP_PRIORITY_NORMAL. So at start, or after a resync, a change overtakes
+ * the backlog of objects that did not change. A reconcile may choose the
+ * priority of its requeue (KOP_REQUEUE_PRIORITY, KOP_REQUEUE_AFTER_PRIORITY,
+ * kop_result_priority); without one, a rate-limited requeue or a retry
+ * keeps the priority the key was handed out at (req->priority), and a
+ * requeue-after (a deadline, not a backlog) is KOP_PRIORITY_NORMAL. A key
+ * held back by a requeue-after also lends its priority to an event that
+ * wakes it earlier: a pass that waits for its children at a high priority
+ * runs at that priority when their event comes.
  */
 #ifndef KOP_CONTROLLER_H
 #define KOP_CONTROLLER_H
@@ -32,6 +47,7 @@
 #include "kop/informer.h"
 #include "kop/log.h"
 #include "kop/manager.h"
+#include "kop/workqueue.h"
 
 KOP_BEGIN_DECLS
 
@@ -47,13 +63,25 @@ typedef enum kop_result_kind {
 /* kop_result: what a reconcile asks for next. */
 typedef struct kop_result {
     kop_result_kind kind;
-    long after_ms; /* KOP_RESULT_REQUEUE_AFTER only */
+    long after_ms;     /* KOP_RESULT_REQUEUE_AFTER only */
+    bool has_priority; /* priority is set; otherwise the defaults above */
+    int priority;      /* of the requeue (kop/workqueue.h: higher first) */
 } kop_result;
 
-#define KOP_DONE               ((kop_result){KOP_RESULT_DONE, 0})
-#define KOP_REQUEUE            ((kop_result){KOP_RESULT_REQUEUE, 0})
-#define KOP_REQUEUE_AFTER(ms)  ((kop_result){KOP_RESULT_REQUEUE_AFTER, (ms)})
-#define KOP_RETRY              ((kop_result){KOP_RESULT_ERROR, 0})
+#define KOP_DONE               ((kop_result){KOP_RESULT_DONE, 0, false, 0})
+#define KOP_REQUEUE            ((kop_result){KOP_RESULT_REQUEUE, 0, false, 0})
+#define KOP_REQUEUE_AFTER(ms)  ((kop_result){KOP_RESULT_REQUEUE_AFTER, (ms), false, 0})
+#define KOP_RETRY              ((kop_result){KOP_RESULT_ERROR, 0, false, 0})
+#define KOP_REQUEUE_PRIORITY(p) ((kop_result){KOP_RESULT_REQUEUE, 0, true, (p)})
+#define KOP_REQUEUE_AFTER_PRIORITY(ms, p) ((kop_result){KOP_RESULT_REQUEUE_AFTER, (ms), true, (p)})
+
+/* kop_result_priority returns r with its requeue at priority (no effect on KOP_DONE). */
+static inline kop_result kop_result_priority(kop_result r, int priority)
+{
+    r.has_priority = true;
+    r.priority = priority;
+    return r;
+}
 
 /*
  * kop_reconcile: one request, with what the reconcile needs; all borrowed
@@ -67,6 +95,7 @@ typedef struct kop_reconcile {
     const kop_logger *log;  /* carries controller, namespace and name */
     kop_controller *controller;
     kop_manager *manager;
+    int priority;           /* the priority the key was handed out at */
 } kop_reconcile;
 
 typedef kop_result (*kop_reconcile_fn)(const kop_reconcile *req, void *user);
@@ -100,11 +129,18 @@ typedef struct kop_controller_opts {
     /*
      * Every sync_period_ms every cached primary object is enqueued again
      * (controller-runtime's SyncPeriod): 0 is the default, 10 hours; < 0
-     * never. Independently, an add the work queue had to drop (its key cap,
-     * or no memory) makes the controller enqueue them all again within a
-     * second, so no object is left unreconciled.
+     * never. A key the work queue had to drop (its key cap, or no memory)
+     * is queued again by the queue once there is room (deleted objects'
+     * keys too); one it could not even remember makes the controller
+     * enqueue every cached object again within a second and log the loss.
      */
     long sync_period_ms;
+    /*
+     * The work queue's key cap (kop_workqueue_opts.max_keys): 0 is its
+     * default, 1,000,000. A key dropped at the cap is queued again once
+     * there is room, also when its object was deleted meanwhile.
+     */
+    size_t max_queued_keys;
 } kop_controller_opts;
 
 /*
@@ -124,7 +160,8 @@ KOP_API KOP_NODISCARD kop_err kop_controller_owns(kop_controller *c, const kop_r
 
 /*
  * kop_map_fn maps a watched object to the keys to reconcile: it calls
- * emit(namespace, name, emit_ctx) once per key.
+ * emit(namespace, name, emit_ctx) once per key, during its own call (emit_ctx
+ * carries the event's priority and is valid only until fn returns).
  */
 typedef void (*kop_emit_fn)(const char *ns, const char *name, void *emit_ctx);
 typedef void (*kop_map_fn)(const json_t *obj, kop_emit_fn emit, void *emit_ctx, void *user);
@@ -168,8 +205,16 @@ KOP_API KOP_NODISCARD kop_err kop_controller_watches(kop_controller *c, const ko
 /* kop_controller_cache returns the informer of the primary resource (borrowed). */
 KOP_API kop_informer *kop_controller_cache(kop_controller *c);
 
-/* kop_controller_enqueue adds ns/name to the controller's queue (any thread). */
+/* kop_controller_enqueue adds ns/name to the controller's queue at KOP_PRIORITY_NORMAL
+ * (any thread). */
 KOP_API void kop_controller_enqueue(kop_controller *c, const char *ns, const char *name);
+
+/*
+ * kop_controller_enqueue_priority adds ns/name at priority (any thread); a
+ * key queued already is raised to it if it is higher, never lowered.
+ */
+KOP_API void kop_controller_enqueue_priority(kop_controller *c, const char *ns, const char *name,
+                                             int priority);
 
 /* kop_controller_name returns the controller's name (borrowed). */
 KOP_API const char *kop_controller_name(const kop_controller *c);

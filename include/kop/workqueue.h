@@ -1,22 +1,54 @@
 /*
  * kop/workqueue.h - the queue of keys between event handlers and reconcile
  * workers, with client-go's workqueue semantics (rate-limiting, delaying
- * queue).
+ * queue) and controller-runtime's priorities (its priority queue, v0.20+,
+ * the default since v0.23).
  *
- * Keys are strings, typically "namespace/name". The queue guarantees:
+ * Keys are strings, typically "namespace/name". Every queued key has a
+ * priority, an int; higher goes first. libkop's controllers add the objects
+ * of an informer's initial list and of resyncs at KOP_PRIORITY_LOW and
+ * watch events at KOP_PRIORITY_HIGH, so a change made while a backlog is
+ * worked through overtakes it; plain adds are KOP_PRIORITY_NORMAL. The
+ * queue guarantees:
  *
  * - A key is queued at most once: adding a key that is already waiting does
- *   nothing (the "dirty" set).
+ *   not queue it twice (the "dirty" set); an add at a higher priority raises
+ *   the waiting key to it, one at a lower priority never lowers it.
  * - A key is handed to at most one worker at a time: a key added while a
  *   worker processes it is marked dirty and queued again when that worker
- *   calls kop_workqueue_done, so the change is never lost and never
- *   processed concurrently.
- * - Otherwise keys come out in the order they were added (FIFO).
+ *   calls kop_workqueue_done (at the highest priority it was added with
+ *   meanwhile), so the change is never lost and never processed
+ *   concurrently.
+ * - Within one priority, keys come out in the order they were queued
+ *   (FIFO); a raised key keeps its place in that order among the keys of
+ *   its new priority (it has waited since it was queued).
+ * - No starvation (bounded share): at most starvation_limit keys (default
+ *   7) in a row are handed out ahead of the oldest queued key; then the
+ *   oldest goes next, whatever its priority. So under a steady stream of
+ *   high-priority keys a low-priority backlog still gets at least one
+ *   handout in eight, oldest first; with nothing older waiting, strict
+ *   priority order holds.
  * - kop_workqueue_add_after holds a key back until its time; when the same
- *   key is held twice, the earlier time wins.
+ *   key is held twice, the earlier time wins and the higher priority wins.
+ *   When it is due it is added at that priority. An add of a key that is
+ *   held back takes the held add's priority if that is higher (one key is
+ *   one item, as in controller-runtime: a reconcile that requeues itself at
+ *   a high priority is woken by its next event at that priority).
  * - kop_workqueue_add_rate_limited delays a retry by max(per-key exponential
  *   backoff, overall token bucket): client-go's DefaultControllerRateLimiter,
- *   5 ms * 2^n capped at 1000 s, and 10 qps with a burst of 100.
+ *   5 ms * 2^n capped at 1000 s, and 10 qps with a burst of 100; the retry
+ *   keeps its priority when it becomes due.
+ * - A key dropped by the key cap (max_keys) is remembered, up to
+ *   max_dropped keys, and queued again, oldest drop first, as soon as the
+ *   queue has room for it (at the highest priority it was added with, at
+ *   once even if it was an add_after): late, never lost, also for a key
+ *   whose object is gone and that no resync would enqueue again. A dropped
+ *   key that finds the remembered set full is forgotten and counted
+ *   (kop_workqueue_take_forgotten).
+ *
+ * Costs: an add, a raise or a get is O(log n) in the keys queued (a binary
+ * heap ordered by priority, then by queue order; in one priority a push
+ * costs O(1)); done and the dedup of an add are O(1).
  *
  * Shutdown follows client-go's ShutDown: adds (and pending add_after
  * timers) are dropped from then on, but keys already queued are still
@@ -28,7 +60,9 @@
  * earliest pending time and never polls.
  *
  * Metrics, when opts.metrics is set, are controller-runtime's (v0.20+):
- * workqueue_depth{name,controller,priority=""}, and with labels
+ * workqueue_depth{name,controller,priority}, the keys that wait to be
+ * handed out (queued, or added while in flight) by the priority they wait
+ * at, in decimal ("-100", "0", "100" exist from the start); and with labels
  * {name,controller}: workqueue_adds_total, workqueue_queue_duration_seconds,
  * workqueue_work_duration_seconds, workqueue_retries_total,
  * workqueue_unfinished_work_seconds and
@@ -56,6 +90,16 @@ typedef struct kop_workqueue kop_workqueue;
 #define KOP_WORKQUEUE_DEFAULT_BASE_MS   5L
 #define KOP_WORKQUEUE_DEFAULT_MAX_MS    1000000L /* 1000 s */
 #define KOP_WORKQUEUE_DEFAULT_MAX_KEYS  1000000u
+#define KOP_WORKQUEUE_DEFAULT_MAX_DROPPED 4096u /* dropped keys remembered */
+#define KOP_WORKQUEUE_DEFAULT_STARVATION_LIMIT 7
+
+/*
+ * Named priorities; any int may be used, higher first. LOW is what
+ * controller-runtime gives the initial list (its LowPriority, -100).
+ */
+#define KOP_PRIORITY_LOW    (-100) /* initial lists, resyncs */
+#define KOP_PRIORITY_NORMAL 0      /* kop_workqueue_add, kop_controller_enqueue */
+#define KOP_PRIORITY_HIGH   100    /* watch events */
 
 /* kop_workqueue_opts: zero means the default for every field. */
 typedef struct kop_workqueue_opts {
@@ -67,6 +111,10 @@ typedef struct kop_workqueue_opts {
     size_t max_keys;       /* distinct keys known at once (queued, in flight, waiting
                             * or backing off); adds of new keys past it are dropped
                             * and counted */
+    size_t max_dropped;    /* dropped keys remembered to be queued again once
+                            * there is room; past it a dropped key is forgotten */
+    int starvation_limit;  /* keys handed out in a row ahead of the oldest queued
+                            * key before it goes next; < 0: strict priority */
     kop_metrics *metrics;  /* optional, borrowed: must outlive the queue */
 } kop_workqueue_opts;
 
@@ -88,6 +136,23 @@ KOP_API void kop_workqueue_free(kop_workqueue *q);
 /* kop_workqueue_add queues key (copied) unless it is queued already. Ignored after shutdown. */
 KOP_API void kop_workqueue_add(kop_workqueue *q, const char *key);
 
+/* kop_workqueue_add_opts: how kop_workqueue_add_with adds a key. */
+typedef struct kop_workqueue_add_opts {
+    int priority;      /* higher first; 0 is KOP_PRIORITY_NORMAL */
+    long after_ms;     /* > 0: as kop_workqueue_add_after */
+    bool rate_limited; /* as kop_workqueue_add_rate_limited (after_ms is then ignored) */
+} kop_workqueue_add_opts;
+
+/*
+ * kop_workqueue_add_with adds key (copied) at opts->priority (NULL: as
+ * kop_workqueue_add): now, after opts->after_ms, or rate-limited. A key
+ * already queued is raised to the priority if it is higher, never lowered;
+ * a key held back keeps the higher of the two priorities and the earlier
+ * time. Ignored after shutdown.
+ */
+KOP_API void kop_workqueue_add_with(kop_workqueue *q, const char *key,
+                                    const kop_workqueue_add_opts *opts);
+
 /*
  * kop_workqueue_add_after adds key once delay_ms has passed; delay_ms <= 0
  * adds it now. If key is already waiting, the earlier of the two times is
@@ -107,10 +172,19 @@ KOP_API void kop_workqueue_forget(kop_workqueue *q, const char *key);
 
 /*
  * kop_workqueue_take_dropped tells whether an add was dropped (the key cap,
- * or no memory) since the last call, and clears that. A controller answers
- * true with a resync: every cached object enqueued again.
+ * or no memory) since the last call, and clears that. The dropped keys come
+ * back on their own once there is room (see above), except those
+ * kop_workqueue_take_forgotten counts.
  */
 KOP_API bool kop_workqueue_take_dropped(kop_workqueue *q);
+
+/*
+ * kop_workqueue_take_forgotten returns how many dropped keys could not be
+ * remembered (max_dropped reached, or no memory) since the last call, and
+ * clears that. Only a resync makes those good, and only for objects that
+ * still exist: libkop's controllers answer a non-zero count with one.
+ */
+KOP_API size_t kop_workqueue_take_forgotten(kop_workqueue *q);
 
 /* kop_workqueue_num_requeues returns how many rate-limited adds key had since it was forgotten. */
 KOP_API int kop_workqueue_num_requeues(kop_workqueue *q, const char *key);
@@ -123,6 +197,13 @@ KOP_API int kop_workqueue_num_requeues(kop_workqueue *q, const char *key);
  * the queue as it was (the key stays queued: ask again).
  */
 KOP_API KOP_NODISCARD kop_err kop_workqueue_get(kop_workqueue *q, char **key_out);
+
+/*
+ * kop_workqueue_get_with_priority is kop_workqueue_get that also tells the
+ * priority the key was queued at (*priority_out; NULL is ok).
+ */
+KOP_API KOP_NODISCARD kop_err kop_workqueue_get_with_priority(kop_workqueue *q, char **key_out,
+                                                              int *priority_out);
 
 /*
  * kop_workqueue_done ends the processing of key. If key was added while it

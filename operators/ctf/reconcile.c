@@ -67,6 +67,14 @@ const kop_resource CTF_ENDPOINTSLICES = {"discovery.k8s.io", "v1", "endpointslic
  * PATCH per instance without shortening the burst's tail.
  */
 #define STALE_RECHECK_MS 1000
+/*
+ * A pass that applied the children and waits for them to run requeues at
+ * this priority, above watch events (KOP_PRIORITY_HIGH), as a new
+ * Challenge's first pass is; the child event that wakes the held-back key
+ * takes its priority (kop/controller.h), so Running passes go ahead of the
+ * first passes of later instances.
+ */
+#define CTF_PRIORITY_READINESS (KOP_PRIORITY_HIGH + 10)
 
 /* retry_after_write: a write that met a newer version waits for the cache; others back off. */
 static kop_result retry_after_write(kop_err err)
@@ -577,6 +585,7 @@ kop_result ctf_reconcile(const kop_reconcile *req, void *user)
     ctf_observation o = {.phase = CTF_STATUS_PENDING};
     time_t expires = 0;
     kop_result res = KOP_DONE;
+    bool waiting = false; /* children applied, Running pending */
     kop_err err;
 
     if (kop_informer_dup(req->cache, req->namespace, req->name, &chal) != KOP_OK) {
@@ -673,13 +682,15 @@ observe:
         long expiry_ms = o.requeue_ms;
         ctf_observe_instance(op, chal, def, ns, &o);
         o.requeue_ms = min_positive(o.requeue_ms, expiry_ms);
+        waiting = !o.reason && strcmp(o.phase, CTF_STATUS_PENDING) == 0;
     }
 
 status:
     if ((err = ctf_write_status(op, req, chal, &o, ns, expires)) != KOP_OK)
         res = retry_after_write(err);
     else if (o.requeue_ms > 0)
-        res = KOP_REQUEUE_AFTER(o.requeue_ms);
+        res = waiting ? KOP_REQUEUE_AFTER_PRIORITY(o.requeue_ms, CTF_PRIORITY_READINESS)
+                      : KOP_REQUEUE_AFTER(o.requeue_ms);
 out:
     if (flag) {
         OPENSSL_cleanse(flag, strlen(flag));

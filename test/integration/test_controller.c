@@ -2,8 +2,20 @@
  * test_controller.c - a controller on a manager against a real apiserver
  * (the devcluster fixture): its periodic resync (sync_period_ms, as
  * controller-runtime's SyncPeriod) reconciles an object again although
- * nothing about it changed, which is what makes an add the work queue had
- * to drop late rather than lost (the drop itself: test_workqueue.c).
+ * nothing about it changed, which is also what makes good a key the work
+ * queue dropped and could not even remember (the queue: test_workqueue.c).
+ *
+ * The priority queue against the same cluster: 300 objects listed at start
+ * wait at KOP_PRIORITY_LOW while one worker takes them slowly; one of them
+ * (the last listed, so the last in FIFO order) is changed meanwhile, and
+ * the watch event raises it to KOP_PRIORITY_HIGH: its reconcile comes
+ * before the listed backlog drains, as does an object created meanwhile.
+ *
+ * A dropped deletion (issue 27, item 6): with a key cap of one and the only
+ * worker held, an object is created and deleted; both of its adds are
+ * dropped. No resync can bring its key back (the cache no longer holds it),
+ * so only the queue remembering dropped keys reconciles it once the worker
+ * lets go. Failed before the fix: the deleted object was never reconciled.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -26,6 +38,17 @@ static const kop_resource CONFIGMAPS = {"", "v1", "configmaps", "ConfigMap", tru
 
 static it_env env;
 static atomic_int reconciles;
+
+static kop_err create_cm(const char *name)
+{
+    kop_status st;
+    json_t *cm = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s}}", "apiVersion", "v1", "kind",
+                           "ConfigMap", "metadata", "name", name, "namespace", env.ns, "data",
+                           "k", "v");
+    kop_err err = kop_create(env.client, &CONFIGMAPS, env.ns, cm, NULL, NULL, &st);
+    json_decref(cm);
+    return err;
+}
 
 static kop_result count_reconcile(const kop_reconcile *req, void *user)
 {
@@ -90,10 +113,225 @@ static void test_resync(void **state)
     kop_manager_free(m);
 }
 
+/* ---- priorities: watch events overtake the initial list ---------------- */
+
+#define BACKLOG 300
+#define CHANGED "backlog-299" /* the last listed */
+
+static atomic_int backlog_done;   /* backlog objects reconciled, CHANGED excepted */
+static atomic_int changed_at;     /* backlog_done when CHANGED was reconciled after its change */
+static atomic_int fresh_at;       /* backlog_done when "fresh" was reconciled */
+static atomic_bool changed_edit;  /* CHANGED has been edited */
+
+static kop_result slow_reconcile(const kop_reconcile *req, void *user)
+{
+    (void)user;
+    if (strcmp(req->name, CHANGED) == 0 && atomic_load(&changed_edit)) {
+        json_t *obj = NULL;
+        /* The pass that sees the change (the cache has it by the time the event queues it). */
+        if (kop_informer_dup(req->cache, req->namespace, req->name, &obj) == KOP_OK &&
+            json_object_get(json_object_get(obj, "data"), "changed") &&
+            atomic_load(&changed_at) < 0)
+            atomic_store(&changed_at, atomic_load(&backlog_done));
+        json_decref(obj);
+        return KOP_DONE;
+    }
+    if (strcmp(req->name, "fresh") == 0) {
+        if (atomic_load(&fresh_at) < 0)
+            atomic_store(&fresh_at, atomic_load(&backlog_done));
+        return KOP_DONE;
+    }
+    if (strncmp(req->name, "backlog-", 8) == 0) {
+        usleep(30 * 1000); /* 300 of them: 9 s of backlog for one worker */
+        atomic_fetch_add(&backlog_done, 1);
+    }
+    return KOP_DONE;
+}
+
+static bool wait_atomic_at_least(atomic_int *v, int n, int seconds)
+{
+    for (int i = 0; i < seconds * 10; i++) {
+        if (atomic_load(v) >= n)
+            return true;
+        usleep(100 * 1000);
+    }
+    return false;
+}
+
+static void test_events_overtake_initial_list(void **state)
+{
+    (void)state;
+    char kubeconfig[512], name[32];
+    kop_manager *m = NULL;
+    kop_controller *c = NULL;
+    kop_status st;
+    atomic_store(&backlog_done, 0);
+    atomic_store(&changed_at, -1);
+    atomic_store(&fresh_at, -1);
+    atomic_store(&changed_edit, false);
+    for (int i = 0; i < BACKLOG; i++) {
+        snprintf(name, sizeof name, "backlog-%03d", i);
+        assert_int_equal(create_cm(name), KOP_OK);
+    }
+    it_path(&env, "kubeconfig", kubeconfig, sizeof kubeconfig);
+    kop_manager_opts mo = {.name = "prio-test", .kubeconfig = kubeconfig, .metrics_bind = "0"};
+    assert_int_equal(kop_manager_new(&mo, &m, &st), KOP_OK);
+    kop_controller_opts co = {.name = "prio",
+                              .for_resource = CONFIGMAPS,
+                              .namespace = env.ns,
+                              .max_concurrent = 1,
+                              .reconcile = slow_reconcile};
+    assert_int_equal(kop_controller_new(m, &co, &c), KOP_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, run_manager, m), 0);
+
+    /* The backlog is being worked through: change its last object, create another. */
+    assert_true(wait_atomic_at_least(&backlog_done, 5, 60));
+    atomic_store(&changed_edit, true);
+    json_t *patch = json_pack("{s:{s:s}}", "data", "changed", "yes");
+    assert_int_equal(kop_patch_object(env.client,
+                                      &(kop_patch_req){.target = {&CONFIGMAPS, env.ns, CHANGED},
+                                                       .type = KOP_PATCH_MERGE,
+                                                       .patch = patch},
+                                      NULL, &st),
+                     KOP_OK);
+    json_decref(patch);
+    assert_int_equal(create_cm("fresh"), KOP_OK);
+    int edited_at = atomic_load(&backlog_done);
+
+    assert_true(wait_atomic_at_least(&changed_at, 0, 60));
+    assert_true(wait_atomic_at_least(&fresh_at, 0, 60));
+    fprintf(stderr,
+            "edited after %d of %d backlog reconciles; the change was reconciled after %d, "
+            "the new object after %d\n",
+            edited_at, BACKLOG - 1, atomic_load(&changed_at), atomic_load(&fresh_at));
+    /* FIFO would have put both behind all 299 others. The margin is wide
+     * (each backlog pass takes 30 ms; the events arrive within a few). */
+    assert_true(atomic_load(&changed_at) < BACKLOG / 2);
+    assert_true(atomic_load(&fresh_at) < BACKLOG / 2);
+    assert_true(atomic_load(&backlog_done) < BACKLOG - 1); /* the backlog had not drained */
+    kop_manager_stop(m);
+    kop_err *err = NULL;
+    pthread_join(t, (void **)&err);
+    assert_int_equal(*err, KOP_OK);
+    free(err);
+    kop_manager_free(m);
+}
+
+/* ---- a dropped deletion is reconciled late, not lost --------------------- */
+
+static atomic_bool gate_open;       /* the blocker's reconcile may return */
+static atomic_bool blocker_held;    /* the worker is in the blocker's reconcile */
+static atomic_bool victim_gone_seen; /* "victim" was reconciled while absent from the cache */
+
+static kop_result gated_reconcile(const kop_reconcile *req, void *user)
+{
+    (void)user;
+    if (strcmp(req->name, "blocker") == 0 && !atomic_load(&gate_open)) {
+        atomic_store(&blocker_held, true);
+        for (int i = 0; i < 1200 && !atomic_load(&gate_open); i++)
+            usleep(50 * 1000);
+    }
+    if (strcmp(req->name, "victim") == 0) {
+        json_t *obj = NULL;
+        if (kop_informer_dup(req->cache, req->namespace, req->name, &obj) == KOP_ENOTFOUND)
+            atomic_store(&victim_gone_seen, true); /* where an operator cleans up after it */
+        json_decref(obj);
+    }
+    return KOP_DONE;
+}
+
+/* wait_cached waits up to 60 s until the cache holds name (want true) or not. */
+static bool wait_cached(kop_informer *inf, const char *name, bool want)
+{
+    for (int i = 0; i < 600; i++) {
+        json_t *obj = NULL;
+        bool has = kop_informer_dup(inf, env.ns, name, &obj) == KOP_OK;
+        json_decref(obj);
+        if (has == want)
+            return true;
+        usleep(100 * 1000);
+    }
+    return false;
+}
+
+static void test_dropped_deletion_reconciled(void **state)
+{
+    (void)state;
+    char kubeconfig[512];
+    kop_manager *m = NULL;
+    kop_controller *c = NULL;
+    kop_status st;
+    atomic_store(&gate_open, false);
+    atomic_store(&blocker_held, false);
+    atomic_store(&victim_gone_seen, false);
+    it_path(&env, "kubeconfig", kubeconfig, sizeof kubeconfig);
+    kop_manager_opts mo = {.name = "drop-test", .kubeconfig = kubeconfig, .metrics_bind = "0"};
+    assert_int_equal(kop_manager_new(&mo, &m, &st), KOP_OK);
+    kop_controller_opts co = {.name = "drops",
+                              .for_resource = CONFIGMAPS,
+                              .namespace = env.ns,
+                              .max_concurrent = 1,
+                              .max_queued_keys = 1,
+                              .reconcile = gated_reconcile};
+    assert_int_equal(kop_controller_new(m, &co, &c), KOP_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, run_manager, m), 0);
+    kop_informer *cache = kop_controller_cache(c);
+    assert_true(kop_informer_wait_synced(cache, 60000));
+
+    /* The only worker holds the only key. */
+    assert_int_equal(create_cm("blocker"), KOP_OK);
+    for (int i = 0; i < 600 && !atomic_load(&blocker_held); i++)
+        usleep(100 * 1000);
+    assert_true(atomic_load(&blocker_held));
+
+    /* Created and deleted while the queue is full: both adds dropped. */
+    assert_int_equal(create_cm("victim"), KOP_OK);
+    assert_true(wait_cached(cache, "victim", true));
+    assert_int_equal(kop_delete_object(env.client,
+                                       &(kop_delete_req){.target = {&CONFIGMAPS, env.ns, "victim"}},
+                                       NULL, &st),
+                     KOP_OK);
+    assert_true(wait_cached(cache, "victim", false));
+    char *text = NULL;
+    assert_int_equal(kop_metrics_render(kop_manager_metrics(m), &text, NULL), KOP_OK);
+    const char *line =
+        strstr(text, "kop_workqueue_dropped_total{name=\"drops\",controller=\"drops\"} ");
+    assert_non_null(line); /* the drop really happened */
+    assert_true(atof(strchr(line, '}') + 2) >= 2);
+    free(text);
+
+    /* Let go: the deleted object's key must still be reconciled. */
+    atomic_store(&gate_open, true);
+    for (int i = 0; i < 300 && !atomic_load(&victim_gone_seen); i++)
+        usleep(100 * 1000);
+    assert_true(atomic_load(&victim_gone_seen));
+
+    kop_manager_stop(m);
+    kop_err *err = NULL;
+    pthread_join(t, (void **)&err);
+    assert_int_equal(*err, KOP_OK);
+    free(err);
+    kop_manager_free(m);
+}
+
 static int setup(void **state)
 {
     (void)state;
     return it_setup(&env, "kopc-ctl");
+}
+
+static int setup_prio(void **state)
+{
+    (void)state;
+    return it_setup(&env, "kopc-ctl-prio");
+}
+
+static int setup_drop(void **state)
+{
+    (void)state;
+    return it_setup(&env, "kopc-ctl-drop");
 }
 
 static int teardown(void **state)
@@ -106,7 +344,9 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_resync),
+        cmocka_unit_test_setup_teardown(test_resync, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_events_overtake_initial_list, setup_prio, teardown),
+        cmocka_unit_test_setup_teardown(test_dropped_deletion_reconciled, setup_drop, teardown),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,8 +4,9 @@
  * until a run sees no failure. Whatever fails, nothing crashes or leaks
  * (the sanitizer build runs this too), and no added key is lost silently:
  * each is handed out by kop_workqueue_get, or kop_workqueue_take_dropped
- * says a drop happened, which makes the controller enqueue everything again
- * (its resync: test_controller.c).
+ * says a drop happened (the queue then queues the key again once there is
+ * room, or counts it forgotten, which makes the controller enqueue
+ * everything again: test_controller.c).
  *
  * kop_meta_dumps under the same: each run either fails whole (NULL) or
  * gives the exact text. jansson 2.14's json_dumps returned a torn object

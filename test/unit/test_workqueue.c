@@ -523,7 +523,7 @@ static double metric_line(const char *text, const char *prefix)
 }
 
 #define LV    "{name=\"q\",controller=\"q\"}"
-#define DEPTH "workqueue_depth{name=\"q\",controller=\"q\",priority=\"\"}"
+#define DEPTH "workqueue_depth{name=\"q\",controller=\"q\",priority=\"0\"}"
 
 static void test_metrics_after_sequence(void **state)
 {
@@ -587,6 +587,390 @@ static void test_metrics_after_sequence(void **state)
     kop_metrics_free(m);
 }
 
+/* ---- priorities --------------------------------------------------------- */
+
+#define LOW    KOP_PRIORITY_LOW
+#define NORMAL KOP_PRIORITY_NORMAL
+#define HIGH   KOP_PRIORITY_HIGH
+
+static void add_prio(kop_workqueue *q, const char *key, int prio)
+{
+    kop_workqueue_add_with(q, key, &(kop_workqueue_add_opts){.priority = prio});
+}
+
+/* get_expect_prio takes the next key, checks it and its priority, and marks it done. */
+static void get_expect_prio(kop_workqueue *q, const char *want, int want_prio)
+{
+    char *key = NULL;
+    int prio = 12345;
+    assert_int_equal(kop_workqueue_get_with_priority(q, &key, &prio), KOP_OK);
+    assert_non_null(key);
+    assert_string_equal(key, want);
+    assert_int_equal(prio, want_prio);
+    kop_workqueue_done(q, key);
+    free(key);
+}
+
+static void test_priority_order(void **state)
+{
+    (void)state;
+    kop_workqueue *q = new_queue(NULL);
+    add_prio(q, "l1", LOW);
+    add_prio(q, "n1", NORMAL);
+    add_prio(q, "h1", HIGH);
+    add_prio(q, "l2", LOW);
+    add_prio(q, "h2", HIGH);
+    kop_workqueue_add(q, "n2"); /* a plain add is NORMAL */
+    add_prio(q, "top", HIGH + 1);
+    assert_int_equal(kop_workqueue_len(q), 7);
+    get_expect_prio(q, "top", HIGH + 1);
+    get_expect_prio(q, "h1", HIGH);
+    get_expect_prio(q, "h2", HIGH);
+    get_expect_prio(q, "n1", NORMAL);
+    get_expect_prio(q, "n2", NORMAL);
+    get_expect_prio(q, "l1", LOW);
+    get_expect_prio(q, "l2", LOW);
+    assert_int_equal(kop_workqueue_len(q), 0);
+    kop_workqueue_free(q);
+}
+
+static void test_priority_fifo_within(void **state)
+{
+    (void)state;
+    /* Strict priority, so that only the order within a priority is seen. */
+    kop_workqueue *q = new_queue(&(kop_workqueue_opts){.starvation_limit = -1});
+    char key[16];
+    /* 200 keys, three priorities interleaved; each priority must come out in add order. */
+    for (int i = 0; i < 200; i++) {
+        snprintf(key, sizeof key, "k%03d", i);
+        add_prio(q, key, i % 3 == 0 ? HIGH : i % 3 == 1 ? NORMAL : LOW);
+    }
+    int last[3] = {-1, -1, -1}, count = 0, prev_prio = HIGH;
+    for (;;) {
+        char *got = NULL;
+        int prio = 0;
+        if (kop_workqueue_len(q) == 0)
+            break;
+        assert_int_equal(kop_workqueue_get_with_priority(q, &got, &prio), KOP_OK);
+        int i = atoi(got + 1);
+        int level = prio == HIGH ? 0 : prio == NORMAL ? 1 : 2;
+        assert_int_equal(level, i % 3);
+        assert_true(prio <= prev_prio); /* never a higher one after a lower one */
+        assert_true(i > last[level]);   /* FIFO within the priority */
+        last[level] = i;
+        prev_prio = prio;
+        count++;
+        kop_workqueue_done(q, got);
+        free(got);
+    }
+    assert_int_equal(count, 200);
+    kop_workqueue_free(q);
+}
+
+static void test_priority_dedup_raises(void **state)
+{
+    (void)state;
+    kop_workqueue *q = new_queue(NULL);
+    add_prio(q, "a", LOW);
+    add_prio(q, "b", LOW);
+    add_prio(q, "c", NORMAL);
+    add_prio(q, "b", HIGH); /* raised: still one entry */
+    add_prio(q, "c", LOW);  /* never lowered */
+    add_prio(q, "a", LOW);  /* the same: nothing */
+    assert_int_equal(kop_workqueue_len(q), 3);
+    get_expect_prio(q, "b", HIGH);
+    get_expect_prio(q, "c", NORMAL);
+    get_expect_prio(q, "a", LOW);
+    assert_int_equal(kop_workqueue_len(q), 0);
+
+    /* A raised key keeps its place in queue order: it has waited longer than
+     * keys queued at the new priority after it. */
+    add_prio(q, "old", LOW);
+    add_prio(q, "h1", HIGH);
+    add_prio(q, "old", HIGH);
+    add_prio(q, "h2", HIGH);
+    get_expect_prio(q, "old", HIGH);
+    get_expect_prio(q, "h1", HIGH);
+    get_expect_prio(q, "h2", HIGH);
+    kop_workqueue_free(q);
+}
+
+static void test_priority_readd_during_processing(void **state)
+{
+    (void)state;
+    kop_workqueue *q = new_queue(NULL);
+    char *key = NULL;
+    int prio = 0;
+    add_prio(q, "k", LOW);
+    assert_int_equal(kop_workqueue_get_with_priority(q, &key, &prio), KOP_OK);
+    assert_string_equal(key, "k");
+    assert_int_equal(prio, LOW);
+    /* Added twice while processed, the second time higher: one entry, not
+     * queued while held, and at the highest priority when done. */
+    add_prio(q, "k", NORMAL);
+    add_prio(q, "k", HIGH);
+    add_prio(q, "k", LOW);
+    add_prio(q, "m", NORMAL);
+    assert_int_equal(kop_workqueue_len(q), 1); /* m only */
+    kop_workqueue_done(q, key);
+    free(key);
+    assert_int_equal(kop_workqueue_len(q), 2);
+    get_expect_prio(q, "k", HIGH);
+    get_expect_prio(q, "m", NORMAL);
+    kop_workqueue_free(q);
+}
+
+/*
+ * starve_run: ten LOW keys wait; then a steady stream of HIGH keys, two
+ * added for every key taken, so the queue is never without a HIGH key.
+ * Returns how many gets it took until every LOW key was out (or max_gets + 1).
+ */
+static int starve_run(kop_workqueue *q, int max_gets)
+{
+    char key[32];
+    int lows = 0, next_high = 0, last_low = -1;
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof key, "low-%d", i);
+        add_prio(q, key, LOW);
+    }
+    for (int gets = 1; gets <= max_gets; gets++) {
+        for (int j = 0; j < 2; j++) {
+            snprintf(key, sizeof key, "high-%d", next_high++);
+            add_prio(q, key, HIGH);
+        }
+        char *got = NULL;
+        assert_int_equal(kop_workqueue_get(q, &got), KOP_OK);
+        if (strncmp(got, "low-", 4) == 0) {
+            int i = atoi(got + 4);
+            assert_true(i > last_low); /* oldest first */
+            last_low = i;
+            lows++;
+        }
+        kop_workqueue_done(q, got);
+        free(got);
+        if (lows == 10)
+            return gets;
+    }
+    return max_gets + 1;
+}
+
+static void test_priority_no_starvation(void **state)
+{
+    (void)state;
+    /* The default bounded share: a LOW key after at most 7 others went ahead of it. */
+    kop_workqueue *q = new_queue(NULL);
+    int gets = starve_run(q, 1000);
+    fprintf(stderr, "10 LOW keys out after %d gets under a steady HIGH stream\n", gets);
+    assert_true(gets <= 10 * (KOP_WORKQUEUE_DEFAULT_STARVATION_LIMIT + 1));
+    kop_workqueue_free(q);
+
+    /* A limit of 2: one in three. */
+    q = new_queue(&(kop_workqueue_opts){.starvation_limit = 2});
+    assert_true(starve_run(q, 1000) <= 30);
+    kop_workqueue_free(q);
+
+    /* Strict priority (a negative limit) starves them, which is what the rule is for. */
+    q = new_queue(&(kop_workqueue_opts){.starvation_limit = -1});
+    assert_int_equal(starve_run(q, 500), 501);
+    kop_workqueue_free(q);
+}
+
+/* wait_len waits up to 10 s for q to hold n queued keys. */
+static bool wait_len(kop_workqueue *q, size_t n)
+{
+    for (int i = 0; i < 10000; i++) {
+        if (kop_workqueue_len(q) == n)
+            return true;
+        sleep_ms(1);
+    }
+    return false;
+}
+
+static void test_priority_kept_when_due(void **state)
+{
+    (void)state;
+    kop_workqueue *q = new_queue(&(kop_workqueue_opts){.qps = -1, .base_delay_ms = 20});
+    /* add_after and a rate-limited add keep their priority when they become due. */
+    kop_workqueue_add_with(q, "later", &(kop_workqueue_add_opts){.priority = HIGH, .after_ms = 30});
+    kop_workqueue_add_with(q, "retry", &(kop_workqueue_add_opts){.priority = HIGH + 1,
+                                                                 .rate_limited = true});
+    add_prio(q, "n", NORMAL);
+    assert_true(wait_len(q, 3));
+    get_expect_prio(q, "retry", HIGH + 1);
+    get_expect_prio(q, "later", HIGH);
+    get_expect_prio(q, "n", NORMAL);
+
+    /* Held back twice: the higher priority and the earlier time win. */
+    kop_workqueue_add_with(q, "twice",
+                           &(kop_workqueue_add_opts){.priority = HIGH, .after_ms = 60000});
+    kop_workqueue_add_with(q, "twice", &(kop_workqueue_add_opts){.priority = LOW, .after_ms = 30});
+    add_prio(q, "n", NORMAL);
+    assert_true(wait_len(q, 2));
+    get_expect_prio(q, "twice", HIGH);
+    get_expect_prio(q, "n", NORMAL);
+
+    /* An add of a key held back at a higher priority takes that priority
+     * (a reconcile that asked for a high requeue is woken by its next event
+     * at that priority). */
+    kop_workqueue_add_with(q, "held", &(kop_workqueue_add_opts){.priority = HIGH + 1,
+                                                                .after_ms = 60000});
+    add_prio(q, "h", HIGH);
+    add_prio(q, "held", NORMAL);
+    get_expect_prio(q, "held", HIGH + 1);
+    get_expect_prio(q, "h", HIGH);
+    kop_workqueue_free(q);
+}
+
+static void test_priority_shutdown_drain(void **state)
+{
+    (void)state;
+    struct holder h = {.q = new_queue(NULL)};
+    pthread_t t;
+    add_prio(h.q, "slow", HIGH + 1);
+    assert_int_equal(pthread_create(&t, NULL, slow_worker, &h), 0);
+    while (!atomic_load(&h.holding))
+        sleep_ms(1);
+    add_prio(h.q, "l", LOW);
+    add_prio(h.q, "h", HIGH);
+    add_prio(h.q, "n", NORMAL);
+    add_prio(h.q, "slow", LOW); /* dirty while held: queued again at done */
+    kop_workqueue_shutdown_drain(h.q);
+    assert_int_equal(atomic_load(&h.done_called), 1);
+    pthread_join(t, NULL);
+    add_prio(h.q, "late", HIGH); /* ignored after shutdown */
+    /* What was queued still comes out, in priority order, then shutdown. */
+    get_expect_prio(h.q, "h", HIGH);
+    get_expect_prio(h.q, "n", NORMAL);
+    get_expect_prio(h.q, "l", LOW);
+    get_expect_prio(h.q, "slow", LOW);
+    char *key = NULL;
+    assert_int_equal(kop_workqueue_get(h.q, &key), KOP_ESHUTDOWN);
+    assert_null(key);
+    kop_workqueue_free(h.q);
+}
+
+static void test_priority_depth_metric(void **state)
+{
+    (void)state;
+    kop_metrics *m = NULL;
+    char *text = NULL, *key = NULL;
+    assert_int_equal(kop_metrics_new(&m), KOP_OK);
+    kop_workqueue *q = new_queue(&(kop_workqueue_opts){.name = "p", .metrics = m});
+#define PDEPTH(p) "workqueue_depth{name=\"p\",controller=\"p\",priority=\"" p "\"}"
+    assert_int_equal(kop_metrics_render(m, &text, NULL), KOP_OK);
+    assert_true(metric_line(text, PDEPTH("-100")) == 0); /* the named ones exist at zero */
+    assert_true(metric_line(text, PDEPTH("0")) == 0);
+    assert_true(metric_line(text, PDEPTH("100")) == 0);
+    free(text);
+    add_prio(q, "a", LOW);
+    add_prio(q, "b", LOW);
+    add_prio(q, "c", HIGH);
+    add_prio(q, "d", 7);
+    add_prio(q, "b", HIGH); /* moves from -100 to 100 */
+    assert_int_equal(kop_workqueue_get(q, &key), KOP_OK); /* c */
+    assert_int_equal(kop_metrics_render(m, &text, NULL), KOP_OK);
+    assert_true(metric_line(text, PDEPTH("-100")) == 1);
+    assert_true(metric_line(text, PDEPTH("0")) == 0);
+    assert_true(metric_line(text, PDEPTH("100")) == 1);
+    assert_true(metric_line(text, PDEPTH("7")) == 1);
+    free(text);
+    add_prio(q, key, HIGH + 1); /* dirty while in flight: counted as waiting */
+    kop_workqueue_done(q, key);
+    free(key);
+    assert_int_equal(kop_metrics_render(m, &text, NULL), KOP_OK);
+    assert_true(metric_line(text, PDEPTH("101")) == 1);
+    free(text);
+    kop_workqueue_free(q);
+    kop_metrics_free(m);
+#undef PDEPTH
+}
+
+/* ---- dropped keys ------------------------------------------------------- */
+
+static void test_dropped_key_comes_back(void **state)
+{
+    (void)state;
+    kop_workqueue *q = new_queue(&(kop_workqueue_opts){.max_keys = 2});
+    kop_workqueue_add(q, "a");
+    kop_workqueue_add(q, "b");
+    /* The key of an object deleted meanwhile: dropped at the cap. No resync
+     * would bring it back (its object is not cached any more), so the queue
+     * must: once a record makes room, it is queued. */
+    kop_workqueue_add(q, "gone");
+    assert_true(kop_workqueue_take_dropped(q));
+    assert_int_equal(kop_workqueue_len(q), 2);
+    get_expect(q, "a"); /* a released: room for the dropped key */
+    assert_int_equal(kop_workqueue_len(q), 2);
+    get_expect(q, "b");
+    get_expect(q, "gone");
+    assert_int_equal(kop_workqueue_len(q), 0);
+    assert_int_equal(kop_workqueue_take_forgotten(q), 0);
+    kop_workqueue_free(q);
+
+    /* Past the remembered set's cap a dropped key is forgotten and counted. */
+    q = new_queue(&(kop_workqueue_opts){.max_keys = 1, .max_dropped = 2});
+    add_prio(q, "a", NORMAL);
+    add_prio(q, "x", LOW);
+    add_prio(q, "y", HIGH);
+    add_prio(q, "x", HIGH); /* remembered already: raised, not counted twice */
+    add_prio(q, "z", NORMAL);
+    assert_int_equal(kop_workqueue_take_forgotten(q), 1);
+    assert_int_equal(kop_workqueue_take_forgotten(q), 0);
+    /* Each release readmits the oldest drop, at the highest priority it was dropped with. */
+    get_expect_prio(q, "a", NORMAL);
+    get_expect_prio(q, "x", HIGH);
+    get_expect_prio(q, "y", HIGH);
+    assert_int_equal(kop_workqueue_len(q), 0);
+    kop_workqueue_free(q);
+}
+
+/* ---- throughput (reported, not asserted) -------------------------------- */
+
+/*
+ * bench_rate adds n distinct keys, then takes them all, several rounds, and
+ * returns adds + gets per second; mixed spreads the adds over three priorities.
+ */
+static double bench_rate(int n, bool mixed)
+{
+    kop_workqueue *q = new_queue(NULL);
+    char (*keys)[16] = malloc((size_t)n * sizeof *keys);
+    assert_non_null(keys);
+    for (int i = 0; i < n; i++)
+        snprintf(keys[i], sizeof keys[i], "ns/k%07d", i);
+    const int rounds = n < 10000 ? 200 : 5;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < n; i++) {
+            if (mixed)
+                add_prio(q, keys[i], i % 3 == 0 ? HIGH : i % 3 == 1 ? NORMAL : LOW);
+            else
+                kop_workqueue_add(q, keys[i]);
+        }
+        for (int i = 0; i < n; i++) {
+            char *got = NULL;
+            assert_int_equal(kop_workqueue_get(q, &got), KOP_OK);
+            kop_workqueue_done(q, got);
+            free(got);
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    free(keys);
+    kop_workqueue_free(q);
+    return 2.0 * n * rounds / (s > 0 ? s : 1e-9);
+}
+
+static void test_throughput_report(void **state)
+{
+    (void)state;
+    const int sizes[] = {1000, 100000};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        fprintf(stderr, "workqueue: %d keys queued at once: %.2f M adds+gets/s one priority, "
+                        "%.2f M mixed\n",
+                sizes[i], bench_rate(sizes[i], false) / 1e6, bench_rate(sizes[i], true) / 1e6);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -604,6 +988,16 @@ int main(void)
         cmocka_unit_test(test_key_cap),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_metrics_after_sequence),
+        cmocka_unit_test(test_priority_order),
+        cmocka_unit_test(test_priority_fifo_within),
+        cmocka_unit_test(test_priority_dedup_raises),
+        cmocka_unit_test(test_priority_readd_during_processing),
+        cmocka_unit_test(test_priority_no_starvation),
+        cmocka_unit_test(test_priority_kept_when_due),
+        cmocka_unit_test(test_priority_shutdown_drain),
+        cmocka_unit_test(test_priority_depth_metric),
+        cmocka_unit_test(test_dropped_key_comes_back),
+        cmocka_unit_test(test_throughput_report),
     };
     return cmocka_run_group_tests_name("workqueue", tests, NULL, NULL);
 }
