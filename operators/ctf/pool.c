@@ -21,6 +21,16 @@
  *     written are the record, so a restarted operator or a new leader
  *     finds every claim in its first list.
  *
+ * A claim's answer can be lost after the apiserver committed it (a cut
+ * connection, a timeout, a 5xx from a proxy), and the cache may not show
+ * the claim for a while. So after a conflict or an unknown outcome the
+ * claimer reads the Namespace from the server (never the cache): labelled
+ * with its uid, it is the Challenge's; another's or gone, the next is
+ * tried; unclaimed, it is claimed again at the version read. When even
+ * that read fails, the reservation stays and the claim is pending: the
+ * Challenge's next pass settles it before it may try any other namespace.
+ * One Challenge never holds two warm instances (issue 27, item 2).
+ *
  * After the claim the instance is the Challenge's: its finalizer deletes
  * the namespace (never returned to the pool), the team's flag is written
  * into the Secret and the pods are touched so the kubelet rewrites
@@ -55,11 +65,14 @@
 #define POOL_CREATE_BATCH 20    /* warm instances started per pass */
 #define POOL_RESYNC_MS    30000 /* an autoscaled pool looks again as its window slides */
 #define POOL_DECIDED_MAX  200000
+#define POOL_CLAIM_ROUNDS 3     /* writes of one claim whose answers were lost, per pass */
+#define POOL_RV_SIZE      64    /* a resourceVersion */
 
 struct ctf_pool {
     pthread_mutex_t lock;
     json_t *decided;  /* Challenge uid -> {"ns": namespace, "id": warm id (pooled only)} */
     json_t *taken;    /* warm namespace -> Challenge uid: claimed (or being claimed) here */
+    json_t *pending;  /* Challenge uid -> {"ns", "id"}: a claim whose outcome is not known yet */
     json_t *requests; /* pool key -> [monotonic ms, ...], oldest first */
     json_t *targets;  /* pool key -> the target last acted on */
     json_t *failing;  /* pool key -> {"n": passes with failures, "gen": generation, "until": ms} */
@@ -135,6 +148,8 @@ static void remember(ctf_pool *p, const char *uid, const char *ns, const char *i
         if (d && id)
             json_object_set_new(p->taken, ns, json_string(uid));
     }
+    if (uid)
+        json_object_del(p->pending, uid); /* decided: nothing is unknown any more */
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -165,11 +180,39 @@ static bool reserve(ctf_pool *p, const char *ns, const char *uid)
     return ok;
 }
 
-static void unreserve(ctf_pool *p, const char *ns)
+/* unreserve gives up uid's reservation of ns: the claim is known not to be uid's. */
+static void unreserve(ctf_pool *p, const char *ns, const char *uid)
 {
     pthread_mutex_lock(&p->lock);
-    json_object_del(p->taken, ns);
+    if (kop_streq(json_string_value(json_object_get(p->taken, ns)), uid))
+        json_object_del(p->taken, ns);
+    json_object_del(p->pending, uid);
     pthread_mutex_unlock(&p->lock);
+}
+
+/* keep_pending records that uid's claim of ns (warm id) has an outcome not known yet: the
+ * reservation stays, and uid's next claim settles this one before it tries any other. */
+static void keep_pending(ctf_pool *p, const char *uid, const char *ns, const char *id)
+{
+    pthread_mutex_lock(&p->lock);
+    json_t *rec = json_pack("{s:s, s:s}", "ns", ns, "id", id ? id : "");
+    if (rec)
+        json_object_set_new(p->pending, uid, rec);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* pending_claim copies uid's claim of unknown outcome into ns and id; false when none. */
+static bool pending_claim(ctf_pool *p, const char *uid, char *ns, size_t size, char *id,
+                          size_t id_size)
+{
+    pthread_mutex_lock(&p->lock);
+    json_t *rec = json_object_get(p->pending, uid);
+    if (rec) {
+        snprintf(ns, size, "%s", json_string_value(json_object_get(rec, "ns")));
+        snprintf(id, id_size, "%s", json_string_value(json_object_get(rec, "id")));
+    }
+    pthread_mutex_unlock(&p->lock);
+    return rec != NULL;
 }
 
 static void count_claim(ctf_operator *op, const json_t *def, const char *result)
@@ -232,10 +275,10 @@ ctf_place ctf_pool_place(ctf_operator *op, const json_t *chal, char *ns, size_t 
 }
 
 /*
- * claim_one writes chal's labels and uid onto the warm namespace nsobj, on
- * the condition that it is still the version cached (unclaimed).
+ * claim_one writes chal's labels and uid onto the warm namespace name, on
+ * the condition that it is still at resourceVersion rv (unclaimed).
  */
-static kop_err claim_one(ctf_operator *op, const json_t *chal, const json_t *nsobj)
+static kop_err claim_one(ctf_operator *op, const json_t *chal, const char *name, const char *rv)
 {
     kop_status st;
     json_t *labels = NULL;
@@ -243,16 +286,124 @@ static kop_err claim_one(ctf_operator *op, const json_t *chal, const json_t *nso
     if (err)
         return err;
     json_t *patch = json_pack("{s:{s:s?, s:o, s:{s:s?}}}", "metadata", "resourceVersion",
-                              kop_meta_resource_version(nsobj), "labels", labels, "annotations",
+                              rv, "labels", labels, "annotations",
                               CTF_ANNOTATION_CHALLENGE_UID, kop_meta_uid(chal));
     if (!patch)
         return KOP_ENOMEM;
-    kop_patch_req req = {.target = {&CTF_NAMESPACES, NULL, kop_meta_name(nsobj)},
-                         .type = KOP_PATCH_MERGE,
-                         .patch = patch};
+    kop_patch_req req = {
+        .target = {&CTF_NAMESPACES, NULL, name}, .type = KOP_PATCH_MERGE, .patch = patch};
     err = kop_patch_object(kop_manager_client(op->mgr), &req, NULL, &st);
     json_decref(patch);
     return err;
+}
+
+/*
+ * read_claim reads the warm namespace name from the apiserver (not the
+ * cache, which may not show a claim that landed) and judges it for uid;
+ * rv gets its resourceVersion. An error: the read failed, nothing is known.
+ */
+static kop_err read_claim(ctf_operator *op, const char *name, const char *uid,
+                          ctf_claim_verdict *verdict, char *rv, size_t rv_size)
+{
+    kop_status st;
+    json_t *n = NULL;
+    kop_err err = kop_get(kop_manager_client(op->mgr), &CTF_NAMESPACES, NULL, name, &n, &st);
+    if (err == KOP_ENOTFOUND)
+        err = KOP_OK; /* n NULL: gone */
+    if (!err) {
+        *verdict = ctf_pool_claim_verdict(n, uid);
+        snprintf(rv, rv_size, "%s", n && kop_meta_resource_version(n) ? kop_meta_resource_version(n) : "");
+    }
+    json_decref(n);
+    return err;
+}
+
+/* What became of one claim (settle_claim). */
+typedef enum claim_end {
+    CLAIM_WON,     /* the namespace is the Challenge's */
+    CLAIM_LOST,    /* another's, or gone: try the next */
+    CLAIM_REFUSED, /* the apiserver refused the write: nothing claimed, the pass fails */
+    CLAIM_UNKNOWN, /* the outcome is not known: keep the reservation, settle it next pass */
+} claim_end;
+
+/*
+ * settle_claim claims the warm namespace name, reserved for chal, at
+ * resourceVersion rv (NULL: a claim of unknown outcome being settled: read
+ * first), and does not let go of it while it may be chal's: after a
+ * conflict or a lost answer it reads the Namespace from the server, which
+ * says mine (the write landed), lost (another's) or free (write again, at
+ * the version read). *err holds the error of a refused or unknown end.
+ */
+static claim_end settle_claim(ctf_operator *op, const json_t *chal, const char *name,
+                              const char *rv, kop_err *err)
+{
+    const char *uid = kop_meta_uid(chal);
+    char seen[POOL_RV_SIZE];
+    bool read_first = rv == NULL;
+    snprintf(seen, sizeof seen, "%s", rv ? rv : "");
+    *err = KOP_OK;
+    for (int round = 0; round < POOL_CLAIM_ROUNDS; round++) {
+        if (!read_first) {
+            *err = claim_one(op, chal, name, seen);
+            switch (ctf_pool_claim_answer(*err)) {
+            case CTF_CLAIM_DONE:
+                return CLAIM_WON;
+            case CTF_CLAIM_GONE:
+                *err = KOP_OK;
+                return CLAIM_LOST;
+            case CTF_CLAIM_REFUSED:
+                return CLAIM_REFUSED;
+            case CTF_CLAIM_CHECK:
+                break;
+            }
+        }
+        read_first = false;
+        ctf_claim_verdict verdict = CTF_CLAIM_LOST;
+        kop_err rerr = read_claim(op, name, uid, &verdict, seen, sizeof seen);
+        if (rerr) {
+            *err = rerr;
+            return CLAIM_UNKNOWN;
+        }
+        if (verdict == CTF_CLAIM_MINE) {
+            *err = KOP_OK;
+            return CLAIM_WON;
+        }
+        if (verdict == CTF_CLAIM_LOST) {
+            *err = KOP_OK;
+            return CLAIM_LOST;
+        }
+        /* Free: the write did not land (yet). Write again at the version the server has. */
+    }
+    if (!*err)
+        *err = KOP_ETIMEOUT;
+    return CLAIM_UNKNOWN;
+}
+
+/*
+ * claim_end_here acts on how uid's claim of name (warm id) ended: a win
+ * sets ns and id, a loss or refusal releases the reservation, an unknown
+ * end keeps it (pending). Returns true when the claimer should stop
+ * trying (won, or an error to return).
+ */
+static bool claim_end_here(ctf_pool *p, claim_end end, const char *uid, const char *name,
+                           const char *warm_id, char *ns, size_t size, char *id, size_t id_size)
+{
+    switch (end) {
+    case CLAIM_WON:
+        snprintf(ns, size, "%s", name);
+        snprintf(id, id_size, "%s", warm_id);
+        return true;
+    case CLAIM_LOST:
+        unreserve(p, name, uid);
+        return false;
+    case CLAIM_REFUSED:
+        unreserve(p, name, uid);
+        return true;
+    case CLAIM_UNKNOWN:
+        keep_pending(p, uid, name, warm_id);
+        return true;
+    }
+    return true;
 }
 
 /* taken_here: this process claimed (or is claiming) the warm namespace n, which the
@@ -280,8 +431,10 @@ static bool claimable(ctf_operator *op, const json_t *def, const json_t *n)
  * try_claims claims one of def's warm instances for chal: ns and id set and
  * true on success. Concurrent claimers start at different places in the
  * list (by uid), and each looks at no more of it than it tries, so a claim
- * costs the same with a pool of 10 or of 1,000. A conflict (another claimer
- * won) moves on to the next; another error is returned.
+ * costs the same with a pool of 10 or of 1,000. A namespace the server
+ * shows as another's (or gone) moves on to the next; a refusal is returned;
+ * a claim whose outcome is not known keeps its reservation and returns the
+ * error (settle_claim): the next pass settles it before trying any other.
  */
 static kop_err try_claims(ctf_operator *op, const json_t *chal, const json_t *def, char *ns,
                           size_t size, char *id, size_t id_size, bool *won)
@@ -300,19 +453,34 @@ static kop_err try_claims(ctf_operator *op, const json_t *chal, const json_t *de
         if (!claimable(op, def, cand) || !reserve(op->pool, name, uid))
             continue;
         tries++;
-        err = claim_one(op, chal, cand);
-        if (err == KOP_OK) {
-            snprintf(ns, size, "%s", name);
-            snprintf(id, id_size, "%s", kop_meta_label(cand, CTF_LABEL_POOL));
-            *won = true;
+        claim_end end = settle_claim(op, chal, name, kop_meta_resource_version(cand), &err);
+        *won = end == CLAIM_WON;
+        if (claim_end_here(op->pool, end, uid, name, kop_meta_label(cand, CTF_LABEL_POOL), ns, size,
+                           id, id_size))
             break;
-        }
-        unreserve(op->pool, name);
-        if (err == KOP_ECONFLICT || err == KOP_ENOTFOUND)
-            err = KOP_OK; /* another claimer won it, or it went: the next */
     }
     json_decref(warm);
     return err;
+}
+
+/*
+ * settle_pending settles chal's claim of unknown outcome, if it has one:
+ * won (ns and id set), lost (released: claim as usual), or an error (still
+ * unknown: the Challenge stays undecided and claims nothing else).
+ */
+static kop_err settle_pending(ctf_operator *op, const json_t *chal, char *ns, size_t size,
+                              char *id, size_t id_size, bool *won)
+{
+    char name[CTF_NAMESPACE_SIZE], warm_id[CTF_POOL_ID_LEN + 1];
+    const char *uid = kop_meta_uid(chal);
+    kop_err err = KOP_OK;
+    *won = false;
+    if (!uid || !pending_claim(op->pool, uid, name, sizeof name, warm_id, sizeof warm_id))
+        return KOP_OK;
+    claim_end end = settle_claim(op, chal, name, NULL, &err);
+    *won = end == CLAIM_WON;
+    (void)claim_end_here(op->pool, end, uid, name, warm_id, ns, size, id, id_size);
+    return end == CLAIM_LOST ? KOP_OK : err;
 }
 
 kop_err ctf_pool_claim(ctf_operator *op, const kop_reconcile *req, const json_t *chal,
@@ -325,13 +493,19 @@ kop_err ctf_pool_claim(ctf_operator *op, const kop_reconcile *req, const json_t 
 
     *place = CTF_PLACE_FRESH;
     id[0] = '\0';
-    if (!ctf_pool_wanted(def)) {
+    /* A claim of unknown outcome first: it may be this Challenge's already. */
+    kop_err err = settle_pending(op, chal, ns, size, id, id_size, &won);
+    if (err)
+        return err; /* still not known: undecided, retried */
+    if (!won && !ctf_pool_wanted(def)) {
         remember(op->pool, uid, ns, NULL);
         return KOP_OK;
     }
     pool_key(kop_meta_namespace(def), kop_meta_name(def), key, sizeof key);
-    note_request(op->pool, key);
-    kop_err err = try_claims(op, chal, def, ns, size, id, id_size, &won);
+    if (!won) {
+        note_request(op->pool, key);
+        err = try_claims(op, chal, def, ns, size, id, id_size, &won);
+    }
     if (err)
         return err; /* the apiserver failed: undecided, retried */
     *place = won ? CTF_PLACE_POOLED : CTF_PLACE_FRESH;
@@ -380,6 +554,11 @@ void ctf_pool_forget(ctf_operator *op, const char *uid)
     const char *ns = json_string_value(json_object_get(d, "ns"));
     if (ns && kop_streq(json_string_value(json_object_get(p->taken, ns)), uid))
         json_object_del(p->taken, ns);
+    json_t *rec = json_object_get(p->pending, uid);
+    const char *pns = json_string_value(json_object_get(rec, "ns"));
+    if (pns && kop_streq(json_string_value(json_object_get(p->taken, pns)), uid))
+        json_object_del(p->taken, pns);
+    json_object_del(p->pending, uid);
     json_object_del(p->decided, uid);
     pthread_mutex_unlock(&p->lock);
 }
@@ -759,6 +938,7 @@ void ctf_pool_free(ctf_pool *p)
         return;
     json_decref(p->decided);
     json_decref(p->taken);
+    json_decref(p->pending);
     json_decref(p->requests);
     json_decref(p->targets);
     json_decref(p->failing);
@@ -774,12 +954,15 @@ kop_err ctf_setup_pool(ctf_operator *op, kop_status *st)
     pthread_mutex_init(&p->lock, NULL);
     p->decided = json_object();
     p->taken = json_object();
+    p->pending = json_object();
     p->requests = json_object();
     p->targets = json_object();
     p->failing = json_object();
     op->pool = p;
     kop_err err =
-        p->decided && p->taken && p->requests && p->targets && p->failing ? KOP_OK : KOP_ENOMEM;
+        p->decided && p->taken && p->pending && p->requests && p->targets && p->failing
+            ? KOP_OK
+            : KOP_ENOMEM;
     kop_controller_opts co = {
         .name = "pool",
         .for_resource = CTF_DEFINITIONS,

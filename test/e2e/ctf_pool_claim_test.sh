@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# ctf_pool_claim_test.sh - claims of warm instances when the network loses
+# or stalls a write (issue 27, items 2 and 4). The operator talks to the
+# apiserver through faultproxy.py in http mode, on fake nodes.
+#   - A lost answer: the proxy forwards a claim (the merge patch that puts
+#     a Challenge's uid on a warm Namespace), lets the apiserver commit it,
+#     and cuts the connection instead of passing the answer on; watch
+#     events are held meanwhile, so the operator's cache does not show the
+#     claim when it tries again. The Challenge must end Running in exactly
+#     one namespace labelled for it, a warm one; no claimed namespace is
+#     left without its Challenge, and the pool refills to its size.
+#
+# Env: DEVCLUSTER, KUBECTL, OPERATOR (binaries), SRC (repo root), KOP_TEST_TMP.
+set -euo pipefail
+# shellcheck source=fault_lib.sh
+source "$(dirname "$0")/fault_lib.sh"
+fault_init ctf-pool-claim
+LATE=${LATE:-8}
+HOLD=${HOLD:-10}
+
+jq_py() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+# pool_field FIELD DEFINITION: status.pool.FIELD of DEFINITION.
+pool_field() { kc get chaldef "$2" -o "jsonpath={.status.pool.$1}"; }
+# chal_status NAME: the Challenge's currentStatus.
+chal_status() { kc get chal "$1" -o jsonpath='{.status.currentStatus}' 2>/dev/null; }
+# rule_fired NAME: how often the proxy's rule acted.
+rule_fired() { proxy http /stats | jq_py 'd["rule"]["fired"]'; }
+# labelled_for NAME: the namespaces labelled for Challenge NAME, not being deleted.
+labelled_for() {
+    k get ns -l "ctf.kopc.io/challenge=$1" -o json | python3 -c "import json, sys
+for n in json.load(sys.stdin)['items']:
+    if not n['metadata'].get('deletionTimestamp'):
+        print(n['metadata']['name'])"
+}
+# pooled DEFINITION MIN: a copy of DEFINITION named warmDEFINITION with a pool of MIN.
+pooled() {
+    kc get chaldef "$1" -o json | python3 -c "
+import json, sys
+o = json.load(sys.stdin)
+o['metadata'] = {'name': 'warm$1', 'namespace': 'ctf'}
+o.pop('status', None)
+o['spec']['pool'] = {'min': $2}
+print(json.dumps(o))" | k apply -f - >/dev/null
+}
+
+log "cluster, the operator behind an HTTP proxy, pools of 2 (static flag) and 1 (dynamic)"
+cluster_up
+serving_cert "$WORK" "$DIR/pki/ca.crt" "$DIR/pki/ca.key"
+start_proxy http --cert "$WORK/proxy.crt" --key "$WORK/proxy.key" --upstream-ca "$DIR/ca.crt"
+PROXY_CTL_HTTP=${PROXY_CTL[http]}
+proxy() { curl -sf "http://127.0.0.1:$PROXY_CTL_HTTP$2"; } # exported below: bash -c sees it
+export -f pool_field chal_status rule_fired jq_py proxy k kc
+export KUBECTL DIR PROXY_CTL_HTTP
+sa_kubeconfig "$WORK/proxied.kubeconfig" "https://127.0.0.1:$PROXY_PORT" "$DIR/ca.crt"
+start_op claim "$WORK/proxied.kubeconfig"
+pooled web 2
+pooled nc 1
+wait_for 180 "warmweb's pool of 2 Ready" bash -c '[ "$(pool_field ready warmweb)" = 2 ]'
+wait_for 180 "warmnc's pool of 1 Ready" bash -c '[ "$(pool_field ready warmnc)" = 1 ]'
+ok "two pools Ready through the proxy"
+
+log "a claim whose answer is lost, while the cache is $LATE s behind"
+k get ns -l 'ctf.kopc.io/definition=warmweb,ctf.kopc.io/pool' -o name | sed 's|namespace/||' | sort >"$WORK/warm-before"
+# The claim: a merge patch of a Namespace carrying a Challenge's uid.
+proxy http "/rule?action=drop&method=PATCH&path=%5E/api/v1/namespaces/%5B%5E/%5D%2B%24&ctype=merge-patch&body=challenge-uid&nth=1" >/dev/null
+proxy http "/mode?set=delay&seconds=$LATE" >/dev/null
+challenges lost 1 1 warmweb | k apply -f - >/dev/null
+wait_for 120 "the claim's answer dropped" bash -c '[ "$(rule_fired)" = 1 ]'
+wait_for 120 "lost-001 Running" bash -c '[ "$(chal_status lost-001)" = Running ]'
+proxy http "/mode?set=pass" >/dev/null
+proxy http "/rule" >/dev/null
+wait_for 120 "warmweb refilled to 2 unclaimed" bash -c '[ "$(pool_field size warmweb)" = 2 ]'
+mapfile -t mine < <(labelled_for lost-001)
+[ "${#mine[@]}" = 1 ] || fail "lost-001 holds ${#mine[@]} namespaces: ${mine[*]} (one claim, one namespace)"
+[ "$(kc get chal lost-001 -o jsonpath='{.status.namespace}')" = "${mine[0]}" ] ||
+    fail "lost-001's status names $(kc get chal lost-001 -o jsonpath='{.status.namespace}'), its label is on ${mine[0]}"
+grep -qx "${mine[0]}" "$WORK/warm-before" || fail "lost-001 was not served from the pool (${mine[0]})"
+echo "lost-001" >"$WORK/want"
+check converged --expect "$WORK/want" --pool warmweb=2 --pool warmnc=1 || fail "not converged"
+ok "the lost answer: lost-001 Running in one warm namespace (${mine[0]}), no orphan, the pool refilled"
+
+stop_op_clean claim
+no_forbidden claim
+echo "$passed passed, 0 failed ($(elapsed) s)"
