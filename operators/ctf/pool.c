@@ -73,6 +73,7 @@ struct ctf_pool {
     json_t *decided;  /* Challenge uid -> {"ns": namespace, "id": warm id (pooled only)} */
     json_t *taken;    /* warm namespace -> Challenge uid: claimed (or being claimed) here */
     json_t *pending;  /* Challenge uid -> {"ns", "id"}: a claim whose outcome is not known yet */
+    json_t *busy;     /* warm namespace -> true: the pool pass is writing it; not claimable */
     json_t *requests; /* pool key -> [monotonic ms, ...], oldest first */
     json_t *targets;  /* pool key -> the target last acted on */
     json_t *failing;  /* pool key -> {"n": passes with failures, "gen": generation, "until": ms} */
@@ -170,14 +171,37 @@ static ctf_place recall(ctf_pool *p, const char *uid, char *ns, size_t size, cha
     return place;
 }
 
-/* reserve marks a warm namespace as being claimed by uid here; false when it already is. */
+/*
+ * reserve marks a warm namespace as being claimed by uid here; false when
+ * it already is, or the pool pass is writing it (busy): a claim and the
+ * pool's writes of one namespace never overlap, so the pool never writes
+ * its empty flag over a team's (issue 27, item 4).
+ */
 static bool reserve(ctf_pool *p, const char *ns, const char *uid)
 {
     pthread_mutex_lock(&p->lock);
-    bool ok =
-        !json_object_get(p->taken, ns) && json_object_set_new(p->taken, ns, json_string(uid)) == 0;
+    bool ok = !json_object_get(p->taken, ns) && !json_object_get(p->busy, ns) &&
+              json_object_set_new(p->taken, ns, json_string(uid)) == 0;
     pthread_mutex_unlock(&p->lock);
     return ok;
+}
+
+/* hold_warm marks the warm namespace ns as being written by the pool pass; false when it is
+ * claimed or being claimed here (then the pass must not write it). */
+static bool hold_warm(ctf_pool *p, const char *ns)
+{
+    pthread_mutex_lock(&p->lock);
+    bool ok = !json_object_get(p->taken, ns) && json_object_set_new(p->busy, ns, json_true()) == 0;
+    pthread_mutex_unlock(&p->lock);
+    return ok;
+}
+
+/* release_warm ends hold_warm: the namespace may be claimed again. */
+static void release_warm(ctf_pool *p, const char *ns)
+{
+    pthread_mutex_lock(&p->lock);
+    json_object_del(p->busy, ns);
+    pthread_mutex_unlock(&p->lock);
 }
 
 /* unreserve gives up uid's reservation of ns: the claim is known not to be uid's. */
@@ -312,7 +336,8 @@ static kop_err read_claim(ctf_operator *op, const char *name, const char *uid,
         err = KOP_OK; /* n NULL: gone */
     if (!err) {
         *verdict = ctf_pool_claim_verdict(n, uid);
-        snprintf(rv, rv_size, "%s", n && kop_meta_resource_version(n) ? kop_meta_resource_version(n) : "");
+        const char *version = n ? kop_meta_resource_version(n) : NULL;
+        snprintf(rv, rv_size, "%s", version ? version : "");
     }
     json_decref(n);
     return err;
@@ -631,6 +656,16 @@ static void delete_warm(ctf_operator *op, const kop_reconcile *req, const json_t
                        KOP_LOG_STR("why", why));
 }
 
+/* claimed_since: the cache shows the warm namespace ns claimed or going now. */
+static bool claimed_since(ctf_operator *op, const char *ns)
+{
+    json_t *n = NULL;
+    bool claimed = kop_informer_dup_metadata(op->namespaces, NULL, ns, &n) == KOP_OK &&
+                   (is_claimed(n) || kop_meta_is_deleting(n));
+    json_decref(n);
+    return claimed;
+}
+
 /* started_too_long: a warm instance not Ready within the definition's start timeout. */
 static bool started_too_long(const json_t *def, const json_t *n)
 {
@@ -646,6 +681,13 @@ static bool started_too_long(const json_t *def, const json_t *n)
  * orphans, deleted), and counts what it sees. A warm instance that cannot
  * start (an image that cannot be pulled, a crash loop, the start timeout)
  * is deleted, with an Event, and a new one takes its place.
+ *
+ * It never writes a warm instance that is claimed: not one this process
+ * claimed or is claiming (taken), held against claims while it writes
+ * (hold_warm), checked again in the cache right before the write, and on
+ * the server by the Namespace's apply, whose answer shows a claim before
+ * the flag Secret is written (ctf_apply_built stops there): the empty flag
+ * of a warm instance never lands on a team's.
  */
 static kop_err look_at(ctf_operator *op, const kop_reconcile *req, const json_t *def, json_t *warm,
                        pool_view *v)
@@ -660,15 +702,25 @@ static kop_err look_at(ctf_operator *op, const kop_reconcile *req, const json_t 
         ctf_observation o = {.phase = CTF_STATUS_PENDING};
         if (kop_meta_is_deleting(n))
             continue;
-        if (is_claimed(n) || taken_here(op->pool, n)) { /* the Challenge's: never touched here */
+        /* The Challenge's (or being claimed here): never touched here. From here until
+         * release_warm no claim can begin on it. */
+        if (is_claimed(n) || !hold_warm(op->pool, ns)) {
             v->claimed++;
             continue;
         }
         if (!def) {
             delete_warm(op, req, n, "its definition is gone or has no pool");
+            release_warm(op->pool, ns);
             continue;
         }
-        kop_err e = apply_warm(op, req, def, ns, id, &o);
+        /* Claimed since this pass listed it (the cache again), or on the server (the
+         * Namespace's apply answer, which stops the apply before the flag Secret). */
+        kop_err e = claimed_since(op, ns) ? KOP_ECONFLICT : apply_warm(op, req, def, ns, id, &o);
+        release_warm(op->pool, ns);
+        if (e == KOP_ECONFLICT) {
+            v->claimed++;
+            continue;
+        }
         err = err ? err : e;
         bool ok = !o.reason && ctf_instance_ready(op, def, ns, &o);
         json_decref(o.endpoints);
@@ -939,6 +991,7 @@ void ctf_pool_free(ctf_pool *p)
     json_decref(p->decided);
     json_decref(p->taken);
     json_decref(p->pending);
+    json_decref(p->busy);
     json_decref(p->requests);
     json_decref(p->targets);
     json_decref(p->failing);
@@ -955,12 +1008,13 @@ kop_err ctf_setup_pool(ctf_operator *op, kop_status *st)
     p->decided = json_object();
     p->taken = json_object();
     p->pending = json_object();
+    p->busy = json_object();
     p->requests = json_object();
     p->targets = json_object();
     p->failing = json_object();
     op->pool = p;
     kop_err err =
-        p->decided && p->taken && p->pending && p->requests && p->targets && p->failing
+        p->decided && p->taken && p->pending && p->busy && p->requests && p->targets && p->failing
             ? KOP_OK
             : KOP_ENOMEM;
     kop_controller_opts co = {

@@ -9,6 +9,12 @@
 #     claim when it tries again. The Challenge must end Running in exactly
 #     one namespace labelled for it, a warm one; no claimed namespace is
 #     left without its Challenge, and the pool refills to its size.
+#   - A stalled pool write: a restarted operator's first pool pass
+#     re-applies the warm instance of a definition with a dynamic flag, and
+#     the proxy holds its write of the (empty) flag Secret for HOLD s while
+#     a team asks for an instance. The team's flag Secret must hold the
+#     team's flag once the held write has gone through: the pool never
+#     writes a warm instance that is claimed, or being claimed.
 #
 # Env: DEVCLUSTER, KUBECTL, OPERATOR (binaries), SRC (repo root), KOP_TEST_TMP.
 set -euo pipefail
@@ -78,6 +84,34 @@ grep -qx "${mine[0]}" "$WORK/warm-before" || fail "lost-001 was not served from 
 echo "lost-001" >"$WORK/want"
 check converged --expect "$WORK/want" --pool warmweb=2 --pool warmnc=1 || fail "not converged"
 ok "the lost answer: lost-001 Running in one warm namespace (${mine[0]}), no orphan, the pool refilled"
+
+log "a pool write of the empty flag held $HOLD s while a team claims"
+warm=$(k get ns -l 'ctf.kopc.io/definition=warmnc,ctf.kopc.io/pool,!ctf.kopc.io/challenge' -o jsonpath='{.items[0].metadata.name}')
+[ -n "$warm" ] || fail "no warm instance of warmnc"
+stop_op_clean claim # a new operator re-applies every warm instance once
+proxy http "/rule?action=hold&seconds=$HOLD&method=PATCH&path=%5E/api/v1/namespaces/$warm/secrets/flag%24&ctype=apply-patch&nth=1" >/dev/null
+spawn_op claim "$WORK/proxied.kubeconfig"
+wait_for 60 "the pool's write of $warm's flag Secret held" bash -c '[ "$(rule_fired)" = 1 ]'
+challenges flag 1 1 warmnc | k apply -f - >/dev/null
+wait_for 120 "flag-001 Running" bash -c '[ "$(chal_status flag-001)" = Running ]'
+held_done() { proxy http /requests | grep -q '"fault": "hold"'; }
+export -f held_done
+wait_for 60 "the held write gone through" held_done
+proxy http "/rule" >/dev/null
+ns=$(kc get chal flag-001 -o jsonpath='{.status.namespace}')
+key=$(kc get secret ctf-flag-key -o jsonpath='{.data.key}' | base64 -d)
+want=$(python3 -c "import hashlib, hmac, sys
+print('flag{' + hmac.new(sys.argv[1].encode(), b'warmnc:flag-001', hashlib.sha256).hexdigest()[:32] + '}')" "$key")
+# The Challenge's own later passes must not be what mends it: read it at once, and again.
+for i in 1 2 3; do
+    got=$(k -n "$ns" get secret flag -o jsonpath='{.data.flag}' | base64 -d)
+    [ "$got" = "$want" ] || fail "flag-001's flag Secret in $ns holds '${got}', not the team's flag (read $i)"
+    sleep 1
+done
+[ "$ns" = "$warm" ] && served="the warm instance" || served="a fresh instance (the warm one was being written)"
+echo flag-001 >>"$WORK/want"
+wait_for 120 "converged" check converged --expect "$WORK/want" --pool warmweb=2 --pool warmnc=1
+ok "the held pool write: flag-001 in $served holds its own flag after the write went through"
 
 stop_op_clean claim
 no_forbidden claim
