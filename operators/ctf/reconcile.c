@@ -455,9 +455,10 @@ static kop_err apply_instance(ctf_operator *op, const json_t *chal, const json_t
 
 /*
  * apply_claim_delta: the first pass after a claim applies only the children
- * the claim changes (the Namespace's labels, the flag Secret) when the
- * caches show the warm instance as the pool applied it: the rest are that
- * already, and a claim is then a few writes, not an instance's worth.
+ * the claim changes when the caches show the warm instance as the pool
+ * applied it: the flag Secret of a dynamic flag (the Namespace's labels
+ * the claim wrote itself). The rest are that already, and a claim is then
+ * a write or two, not an instance's worth.
  * *done says it did; otherwise the caller applies everything.
  */
 static kop_err apply_claim_delta(ctf_operator *op, const json_t *chal, const json_t *def,
@@ -482,10 +483,15 @@ static kop_err apply_claim_delta(ctf_operator *op, const json_t *chal, const jso
     ctf_applied_seen seen = see_children(op, warm);
     if (ctf_applied_decide(op->applied, ns, warm_digest, &seen, now, &wait_ms) != CTF_APPLY_SKIP)
         goto out;
+    /* The Namespace differs by the claim's labels and uid alone, which the claim itself wrote
+     * (pool.c): not written twice. What is left is the flag Secret of a dynamic flag. */
     delta = json_array();
-    for (size_t i = 0; delta && i < json_array_size(children); i++)
-        if (!json_equal(json_array_get(children, i), json_array_get(warm, i)))
+    for (size_t i = 0; delta && i < json_array_size(children); i++) {
+        const json_t *child = json_array_get(children, i);
+        if (!json_equal(child, json_array_get(warm, i)) &&
+            !kop_streq(json_string_value(json_object_get(child, "kind")), "Namespace"))
             json_array_append(delta, json_array_get(children, i));
+    }
     if (!delta)
         goto out;
     err = apply_children(op, delta, &unused, o, req);
