@@ -1028,6 +1028,76 @@ kop_err kop_informer_by_index(kop_informer *inf, const char *index, const char *
     return err;
 }
 
+/* find_index returns the index named name, or NULL. */
+static struct index *find_index(kop_informer *inf, const char *name)
+{
+    for (int i = 0; i < inf->nindexes; i++)
+        if (strcmp(inf->indexes[i].name, name) == 0)
+            return &inf->indexes[i];
+    return NULL;
+}
+
+/*
+ * page_keys copies up to max keys of set (0: all) into out, each with its
+ * entry's resourceVersion, beginning at slot *cursor modulo the set's
+ * capacity and going round once at most: from there to the end of the
+ * slots, then from the first slot back to where it began. *cursor ends
+ * past the last slot read. Lock held by the caller.
+ */
+static kop_err page_keys(kop_informer *inf, const kop__map *set, size_t *cursor, size_t max,
+                         json_t *out)
+{
+    size_t cap = set ? set->cap : 0, start = cap ? *cursor % cap : 0, pos = start, got = 0;
+    bool wrapped = false;
+    while (cap && (max == 0 || got < max)) {
+        const char *k;
+        void *v;
+        if (!kop__map_next(set, &pos, &k, &v)) {
+            if (wrapped)
+                break;
+            wrapped = true; /* the end of the slots: on from the first */
+            pos = 0;
+            continue;
+        }
+        if (wrapped && pos > start)
+            break; /* slot pos - 1 was read in the first lap */
+        struct entry *e = kop__map_get(&inf->store, k);
+        if (!e)
+            continue;
+        if (json_object_set_new(out, k, json_string(e->rv)) != 0)
+            return KOP_ENOMEM;
+        got++;
+    }
+    *cursor = pos;
+    return KOP_OK;
+}
+
+kop_err kop_informer_index_keys(kop_informer *inf, const char *index, const char *value,
+                                kop_index_page *page, json_t **out)
+{
+    kop_index_page all = {0, 0, 0};
+    kop_index_page *p = page ? page : &all;
+    kop_err err = KOP_OK;
+    *out = json_object();
+    if (!*out)
+        return KOP_ENOMEM;
+    pthread_rwlock_rdlock(&inf->lock);
+    struct index *ix = index ? find_index(inf, index) : NULL;
+    if (!ix || !value) {
+        err = KOP_EINVAL;
+    } else {
+        const kop__map *set = kop__map_get(&ix->by_value, value);
+        p->total = set ? set->len : 0;
+        err = page_keys(inf, set, &p->cursor, p->max, *out);
+    }
+    pthread_rwlock_unlock(&inf->lock);
+    if (err) {
+        json_decref(*out);
+        *out = NULL;
+    }
+    return err;
+}
+
 kop_err kop_informer_list(kop_informer *inf, const char *ns, json_t **out)
 {
     if (ns && ns[0])

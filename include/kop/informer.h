@@ -163,6 +163,42 @@ KOP_API KOP_NODISCARD kop_err kop_informer_list(kop_informer *inf, const char *n
 KOP_API KOP_NODISCARD kop_err kop_informer_by_index(kop_informer *inf, const char *index,
                                                     const char *value, json_t **out);
 
+/*
+ * kop_index_page: one call's window on the keys of an index value
+ * (kop_informer_index_keys). Zero it to start at the beginning.
+ */
+typedef struct kop_index_page {
+    size_t cursor; /* in: where to begin (any value: taken modulo the set); out: where the
+                      next page begins. Keep it between calls to go round the set. */
+    size_t max;    /* in: at most this many keys (0: every key) */
+    size_t total;  /* out: how many objects have the value (the whole set, not the page) */
+} kop_index_page;
+
+/*
+ * kop_informer_index_keys returns in *out (owned) a new object that maps
+ * the key of each object whose index `index` has `value` to its
+ * resourceVersion (a string), without parsing any object: the cost is a
+ * string copy per key returned, not a parse of each cached object as with
+ * kop_informer_by_index. Keys are "namespace/name" for a namespaced
+ * resource and "name" for a cluster-scoped one; the object is then read
+ * with kop_informer_dup or kop_informer_dup_metadata.
+ *
+ * page (may be NULL: every key, from the start) windows the set: at most
+ * page->max keys, beginning at page->cursor, going round the set (in the
+ * index's own order, which is stable while the set does not change) and
+ * never returning a key twice in one call; page->cursor is then where the
+ * next call should begin and page->total the set's size. A caller that
+ * wants one suitable object among many (a free warm instance) reads a few
+ * keys per call, and callers that keep the cursor start where the last one
+ * stopped instead of all trying the same first key.
+ *
+ * The keys are a snapshot: an object may be gone or changed by the time it
+ * is read. KOP_EINVAL for an unknown index, KOP_ENOMEM.
+ */
+KOP_API KOP_NODISCARD kop_err kop_informer_index_keys(kop_informer *inf, const char *index,
+                                                      const char *value, kop_index_page *page,
+                                                      json_t **out);
+
 /* kop_informer_len returns the number of cached objects. */
 KOP_API size_t kop_informer_len(kop_informer *inf);
 

@@ -21,6 +21,16 @@
  *     written are the record, so a restarted operator or a new leader
  *     finds every claim in its first list.
  *
+ * A claim's answer can be lost after the apiserver committed it (a cut
+ * connection, a timeout, a 5xx from a proxy), and the cache may not show
+ * the claim for a while. So after a conflict or an unknown outcome the
+ * claimer reads the Namespace from the server (never the cache): labelled
+ * with its uid, it is the Challenge's; another's or gone, the next is
+ * tried; unclaimed, it is claimed again at the version read. When even
+ * that read fails, the reservation stays and the claim is pending: the
+ * Challenge's next pass settles it before it may try any other namespace.
+ * One Challenge never holds two warm instances (issue 27, item 2).
+ *
  * After the claim the instance is the Challenge's: its finalizer deletes
  * the namespace (never returned to the pool), the team's flag is written
  * into the Secret and the pods are touched so the kubelet rewrites
@@ -32,11 +42,26 @@
  * before it starts new ones, longer after each pass that met a failure
  * (ctf_pool_backoff_ms): a broken image does not churn namespaces.
  *
+ * What a claim costs (issue 26, item 3). Reads: a page of at most
+ * POOL_CLAIM_PAGE keys of the free warm namespaces (an index of the cache,
+ * unparsed, from a cursor kept per pool) and the cached metadata of the
+ * namespaces it tries, usually one. Writes: the claim (one merge patch of
+ * the Namespace); the flag Secret when the flag is dynamic, then one touch
+ * per pod so the kubelet rewrites the flag file at once; the Challenge's
+ * status. Besides: the finalizer of a Challenge created without it, and
+ * the Claimed Event. A conflict or a lost answer adds a GET. The pool pass
+ * a claim wakes parses only the warm namespaces that changed since it last
+ * looked (their resourceVersion, or an event of their objects).
+ *
  * In memory, per process: the places decided (a claim the cache may not
- * show yet must not be made twice), the request times that size an
- * autoscaled pool, and each pool's run of failures. Losing them on a
- * restart is safe: the caches show every claim, a pool falls back to min
- * until demand shows again, and a failing pool fails again (and waits).
+ * show yet must not be made twice), the claims of unknown outcome, the
+ * namespaces the pool pass is writing, each pool's claim cursor and last
+ * look, the request times that size an autoscaled pool, and each pool's
+ * run of failures. Losing them on a restart is safe: the caches show every
+ * claim (an unknown one shows as its namespace's labels, or as an orphan
+ * once its Challenge is gone), a pool falls back to min until demand shows
+ * again, a new process looks at every warm instance once, and a failing
+ * pool fails again (and waits).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -55,11 +80,24 @@
 #define POOL_CREATE_BATCH 20    /* warm instances started per pass */
 #define POOL_RESYNC_MS    30000 /* an autoscaled pool looks again as its window slides */
 #define POOL_DECIDED_MAX  200000
+#define POOL_CLAIM_ROUNDS 3     /* writes of one claim whose answers were lost, per pass */
+#define POOL_RV_SIZE      64    /* a resourceVersion */
+#define POOL_CLAIM_PAGE   8     /* free warm namespaces read (unparsed) per page of a claim */
+#define POOL_INDEX_FREE   "pool-free" /* unclaimed warm namespaces by their definition's name */
+#define POOL_SEEN_MS      60000 /* a warm instance unchanged is looked at fully this often */
+#define SEEN_CLAIMED      1     /* what a pass records of a warm namespace: claimed, */
+#define SEEN_READY        2     /* or unclaimed and Ready, */
+#define SEEN_GOING        3     /* or being deleted */
 
 struct ctf_pool {
     pthread_mutex_t lock;
     json_t *decided;  /* Challenge uid -> {"ns": namespace, "id": warm id (pooled only)} */
     json_t *taken;    /* warm namespace -> Challenge uid: claimed (or being claimed) here */
+    json_t *pending;  /* Challenge uid -> {"ns", "id"}: a claim whose outcome is not known yet */
+    json_t *busy;     /* warm namespace -> true: the pool pass is writing it; not claimable */
+    json_t *cursors;  /* pool key -> where the next claim reads the free index (kop_index_page) */
+    json_t *seen;     /* pool key -> {warm namespace -> {"rv", "gen", "at", "state"}}: last pass */
+    json_t *dirty;    /* warm namespace -> true: an object of it changed since it was looked at */
     json_t *requests; /* pool key -> [monotonic ms, ...], oldest first */
     json_t *targets;  /* pool key -> the target last acted on */
     json_t *failing;  /* pool key -> {"n": passes with failures, "gen": generation, "until": ms} */
@@ -77,22 +115,6 @@ static void pool_key(const char *ns, const char *def, char *out, size_t size)
 static bool is_claimed(const json_t *nsobj)
 {
     return kop_meta_label(nsobj, CTF_LABEL_CHALLENGE) != NULL;
-}
-
-/* warm_namespaces returns the namespaces of def_ns/def's pool, claimed or not (new array). */
-static json_t *warm_namespaces(ctf_operator *op, const char *def_ns, const char *def)
-{
-    json_t *all = NULL, *out = json_array(), *n;
-    size_t i;
-    if (!out || kop_informer_by_index(op->namespaces, CTF_INDEX_POOL, def, &all) != KOP_OK)
-        return out;
-    json_array_foreach(all, i, n)
-    {
-        if (kop_streq(kop_meta_label(n, CTF_LABEL_POOL_NS), def_ns))
-            json_array_append(out, n);
-    }
-    json_decref(all);
-    return out;
 }
 
 /* recent_requests counts the pool's requests inside the window, forgetting older ones. */
@@ -135,6 +157,8 @@ static void remember(ctf_pool *p, const char *uid, const char *ns, const char *i
         if (d && id)
             json_object_set_new(p->taken, ns, json_string(uid));
     }
+    if (uid)
+        json_object_del(p->pending, uid); /* decided: nothing is unknown any more */
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -155,21 +179,72 @@ static ctf_place recall(ctf_pool *p, const char *uid, char *ns, size_t size, cha
     return place;
 }
 
-/* reserve marks a warm namespace as being claimed by uid here; false when it already is. */
+/*
+ * reserve marks a warm namespace as being claimed by uid here; false when
+ * it already is, or the pool pass is writing it (busy): a claim and the
+ * pool's writes of one namespace never overlap, so the pool never writes
+ * its empty flag over a team's (issue 27, item 4).
+ */
 static bool reserve(ctf_pool *p, const char *ns, const char *uid)
 {
     pthread_mutex_lock(&p->lock);
-    bool ok =
-        !json_object_get(p->taken, ns) && json_object_set_new(p->taken, ns, json_string(uid)) == 0;
+    bool ok = !json_object_get(p->taken, ns) && !json_object_get(p->busy, ns) &&
+              json_object_set_new(p->taken, ns, json_string(uid)) == 0;
     pthread_mutex_unlock(&p->lock);
     return ok;
 }
 
-static void unreserve(ctf_pool *p, const char *ns)
+/* hold_warm marks the warm namespace ns as being written by the pool pass; false when it is
+ * claimed or being claimed here (then the pass must not write it). */
+static bool hold_warm(ctf_pool *p, const char *ns)
 {
     pthread_mutex_lock(&p->lock);
-    json_object_del(p->taken, ns);
+    bool ok = !json_object_get(p->taken, ns) && json_object_set_new(p->busy, ns, json_true()) == 0;
     pthread_mutex_unlock(&p->lock);
+    return ok;
+}
+
+/* release_warm ends hold_warm: the namespace may be claimed again. */
+static void release_warm(ctf_pool *p, const char *ns)
+{
+    pthread_mutex_lock(&p->lock);
+    json_object_del(p->busy, ns);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* unreserve gives up uid's reservation of ns: the claim is known not to be uid's. */
+static void unreserve(ctf_pool *p, const char *ns, const char *uid)
+{
+    pthread_mutex_lock(&p->lock);
+    if (kop_streq(json_string_value(json_object_get(p->taken, ns)), uid))
+        json_object_del(p->taken, ns);
+    json_object_del(p->pending, uid);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* keep_pending records that uid's claim of ns (warm id) has an outcome not known yet: the
+ * reservation stays, and uid's next claim settles this one before it tries any other. */
+static void keep_pending(ctf_pool *p, const char *uid, const char *ns, const char *id)
+{
+    pthread_mutex_lock(&p->lock);
+    json_t *rec = json_pack("{s:s, s:s}", "ns", ns, "id", id ? id : "");
+    if (rec)
+        json_object_set_new(p->pending, uid, rec);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* pending_claim copies uid's claim of unknown outcome into ns and id; false when none. */
+static bool pending_claim(ctf_pool *p, const char *uid, char *ns, size_t size, char *id,
+                          size_t id_size)
+{
+    pthread_mutex_lock(&p->lock);
+    json_t *rec = json_object_get(p->pending, uid);
+    if (rec) {
+        snprintf(ns, size, "%s", json_string_value(json_object_get(rec, "ns")));
+        snprintf(id, id_size, "%s", json_string_value(json_object_get(rec, "id")));
+    }
+    pthread_mutex_unlock(&p->lock);
+    return rec != NULL;
 }
 
 static void count_claim(ctf_operator *op, const json_t *def, const char *result)
@@ -232,10 +307,10 @@ ctf_place ctf_pool_place(ctf_operator *op, const json_t *chal, char *ns, size_t 
 }
 
 /*
- * claim_one writes chal's labels and uid onto the warm namespace nsobj, on
- * the condition that it is still the version cached (unclaimed).
+ * claim_one writes chal's labels and uid onto the warm namespace name, on
+ * the condition that it is still at resourceVersion rv (unclaimed).
  */
-static kop_err claim_one(ctf_operator *op, const json_t *chal, const json_t *nsobj)
+static kop_err claim_one(ctf_operator *op, const json_t *chal, const char *name, const char *rv)
 {
     kop_status st;
     json_t *labels = NULL;
@@ -243,16 +318,125 @@ static kop_err claim_one(ctf_operator *op, const json_t *chal, const json_t *nso
     if (err)
         return err;
     json_t *patch = json_pack("{s:{s:s?, s:o, s:{s:s?}}}", "metadata", "resourceVersion",
-                              kop_meta_resource_version(nsobj), "labels", labels, "annotations",
+                              rv, "labels", labels, "annotations",
                               CTF_ANNOTATION_CHALLENGE_UID, kop_meta_uid(chal));
     if (!patch)
         return KOP_ENOMEM;
-    kop_patch_req req = {.target = {&CTF_NAMESPACES, NULL, kop_meta_name(nsobj)},
-                         .type = KOP_PATCH_MERGE,
-                         .patch = patch};
+    kop_patch_req req = {
+        .target = {&CTF_NAMESPACES, NULL, name}, .type = KOP_PATCH_MERGE, .patch = patch};
     err = kop_patch_object(kop_manager_client(op->mgr), &req, NULL, &st);
     json_decref(patch);
     return err;
+}
+
+/*
+ * read_claim reads the warm namespace name from the apiserver (not the
+ * cache, which may not show a claim that landed) and judges it for uid;
+ * rv gets its resourceVersion. An error: the read failed, nothing is known.
+ */
+static kop_err read_claim(ctf_operator *op, const char *name, const char *uid,
+                          ctf_claim_verdict *verdict, char *rv, size_t rv_size)
+{
+    kop_status st;
+    json_t *n = NULL;
+    kop_err err = kop_get(kop_manager_client(op->mgr), &CTF_NAMESPACES, NULL, name, &n, &st);
+    if (err == KOP_ENOTFOUND)
+        err = KOP_OK; /* n NULL: gone */
+    if (!err) {
+        *verdict = ctf_pool_claim_verdict(n, uid);
+        const char *version = n ? kop_meta_resource_version(n) : NULL;
+        snprintf(rv, rv_size, "%s", version ? version : "");
+    }
+    json_decref(n);
+    return err;
+}
+
+/* What became of one claim (settle_claim). */
+typedef enum claim_end {
+    CLAIM_WON,     /* the namespace is the Challenge's */
+    CLAIM_LOST,    /* another's, or gone: try the next */
+    CLAIM_REFUSED, /* the apiserver refused the write: nothing claimed, the pass fails */
+    CLAIM_UNKNOWN, /* the outcome is not known: keep the reservation, settle it next pass */
+} claim_end;
+
+/*
+ * settle_claim claims the warm namespace name, reserved for chal, at
+ * resourceVersion rv (NULL: a claim of unknown outcome being settled: read
+ * first), and does not let go of it while it may be chal's: after a
+ * conflict or a lost answer it reads the Namespace from the server, which
+ * says mine (the write landed), lost (another's) or free (write again, at
+ * the version read). *err holds the error of a refused or unknown end.
+ */
+static claim_end settle_claim(ctf_operator *op, const json_t *chal, const char *name,
+                              const char *rv, kop_err *err)
+{
+    const char *uid = kop_meta_uid(chal);
+    char seen[POOL_RV_SIZE];
+    bool read_first = rv == NULL;
+    snprintf(seen, sizeof seen, "%s", rv ? rv : "");
+    *err = KOP_OK;
+    for (int round = 0; round < POOL_CLAIM_ROUNDS; round++) {
+        if (!read_first) {
+            *err = claim_one(op, chal, name, seen);
+            switch (ctf_pool_claim_answer(*err)) {
+            case CTF_CLAIM_DONE:
+                return CLAIM_WON;
+            case CTF_CLAIM_GONE:
+                *err = KOP_OK;
+                return CLAIM_LOST;
+            case CTF_CLAIM_REFUSED:
+                return CLAIM_REFUSED;
+            case CTF_CLAIM_CHECK:
+                break;
+            }
+        }
+        read_first = false;
+        ctf_claim_verdict verdict = CTF_CLAIM_LOST;
+        kop_err rerr = read_claim(op, name, uid, &verdict, seen, sizeof seen);
+        if (rerr) {
+            *err = rerr;
+            return CLAIM_UNKNOWN;
+        }
+        if (verdict == CTF_CLAIM_MINE) {
+            *err = KOP_OK;
+            return CLAIM_WON;
+        }
+        if (verdict == CTF_CLAIM_LOST) {
+            *err = KOP_OK;
+            return CLAIM_LOST;
+        }
+        /* Free: the write did not land (yet). Write again at the version the server has. */
+    }
+    if (!*err)
+        *err = KOP_ETIMEOUT;
+    return CLAIM_UNKNOWN;
+}
+
+/*
+ * claim_end_here acts on how uid's claim of name (warm id) ended: a win
+ * sets ns and id, a loss or refusal releases the reservation, an unknown
+ * end keeps it (pending). Returns true when the claimer should stop
+ * trying (won, or an error to return).
+ */
+static bool claim_end_here(ctf_pool *p, claim_end end, const char *uid, const char *name,
+                           const char *warm_id, char *ns, size_t size, char *id, size_t id_size)
+{
+    switch (end) {
+    case CLAIM_WON:
+        snprintf(ns, size, "%s", name);
+        snprintf(id, id_size, "%s", warm_id);
+        return true;
+    case CLAIM_LOST:
+        unreserve(p, name, uid);
+        return false;
+    case CLAIM_REFUSED:
+        unreserve(p, name, uid);
+        return true;
+    case CLAIM_UNKNOWN:
+        keep_pending(p, uid, name, warm_id);
+        return true;
+    }
+    return true;
 }
 
 /* taken_here: this process claimed (or is claiming) the warm namespace n, which the
@@ -276,43 +460,121 @@ static bool claimable(ctf_operator *op, const json_t *def, const json_t *n)
     return ready;
 }
 
+/* in_use: the warm namespace name is claimed, being claimed or being written here. */
+static bool in_use(ctf_pool *p, const char *name)
+{
+    pthread_mutex_lock(&p->lock);
+    bool used = json_object_get(p->taken, name) || json_object_get(p->busy, name);
+    pthread_mutex_unlock(&p->lock);
+    return used;
+}
+
+/* next_page reads the next page of def's free warm namespaces (keys and versions, unparsed)
+ * from the pool's cursor, and moves the cursor past it for the next claimer. */
+static kop_err next_page(ctf_operator *op, const char *key, const char *def, kop_index_page *page,
+                         json_t **keys)
+{
+    ctf_pool *p = op->pool;
+    pthread_mutex_lock(&p->lock);
+    page->cursor = (size_t)json_integer_value(json_object_get(p->cursors, key));
+    pthread_mutex_unlock(&p->lock);
+    kop_err err = kop_informer_index_keys(op->namespaces, POOL_INDEX_FREE, def, page, keys);
+    pthread_mutex_lock(&p->lock);
+    if (!err && json_object_size(p->cursors) < POOL_DECIDED_MAX)
+        json_object_set_new(p->cursors, key, json_integer((json_int_t)page->cursor));
+    pthread_mutex_unlock(&p->lock);
+    return err;
+}
+
 /*
- * try_claims claims one of def's warm instances for chal: ns and id set and
- * true on success. Concurrent claimers start at different places in the
- * list (by uid), and each looks at no more of it than it tries, so a claim
- * costs the same with a pool of 10 or of 1,000. A conflict (another claimer
- * won) moves on to the next; another error is returned.
+ * try_one claims the warm namespace name for chal when it is claimable
+ * (parsing its cached metadata, the only parse a candidate costs); *tried
+ * says whether it was. ns, id, *won and the error as try_claims.
  */
-static kop_err try_claims(ctf_operator *op, const json_t *chal, const json_t *def, char *ns,
-                          size_t size, char *id, size_t id_size, bool *won)
+static kop_err try_one(ctf_operator *op, const json_t *chal, const json_t *def, const char *name,
+                       char *ns, size_t size, char *id, size_t id_size, bool *won, bool *tried)
 {
     const char *uid = kop_meta_uid(chal);
-    json_t *warm = warm_namespaces(op, kop_meta_namespace(def), kop_meta_name(def));
-    size_t n = json_array_size(warm), start = 0;
+    json_t *cand = NULL;
+    kop_err err = KOP_OK;
+    *tried = false;
+    if (in_use(op->pool, name) ||
+        kop_informer_dup_metadata(op->namespaces, NULL, name, &cand) != KOP_OK)
+        return KOP_OK;
+    /* The index holds a definition's name; the same name may be pooled in two namespaces. */
+    if (kop_streq(kop_meta_label(cand, CTF_LABEL_POOL_NS), kop_meta_namespace(def)) &&
+        claimable(op, def, cand) && reserve(op->pool, name, uid)) {
+        *tried = true;
+        claim_end end = settle_claim(op, chal, name, kop_meta_resource_version(cand), &err);
+        *won = end == CLAIM_WON;
+        (void)claim_end_here(op->pool, end, uid, name, kop_meta_label(cand, CTF_LABEL_POOL), ns,
+                             size, id, id_size);
+    }
+    json_decref(cand);
+    return err;
+}
+
+/*
+ * try_claims claims one of def's warm instances for chal: ns and id set and
+ * *won on success. The candidates come from the index of free warm
+ * namespaces a page of keys at a time, unparsed, from a cursor the pool
+ * keeps per definition: consecutive claimers start where the last one
+ * stopped, not all at the same first namespace, and a claim parses only
+ * the namespaces it tries, so it costs the same with a pool of 10 or of
+ * 1,000. A namespace the server shows as another's (or gone) moves on to
+ * the next; a refusal is returned; a claim whose outcome is not known
+ * keeps its reservation and returns the error (settle_claim): the next
+ * pass settles it before trying any other.
+ */
+static kop_err try_claims(ctf_operator *op, const json_t *chal, const json_t *def,
+                          const char *key, char *ns, size_t size, char *id, size_t id_size,
+                          bool *won)
+{
+    kop_index_page page = {.max = POOL_CLAIM_PAGE};
+    size_t visited = 0;
     int tries = 0;
     kop_err err = KOP_OK;
     *won = false;
-    for (const char *c = uid; c && *c; c++)
-        start = start * 31 + (unsigned char)*c;
-    for (size_t i = 0; i < n && tries < POOL_CLAIM_TRIES && !*won && !err; i++) {
-        json_t *cand = json_array_get(warm, (start + i) % n);
-        const char *name = kop_meta_name(cand);
-        if (!claimable(op, def, cand) || !reserve(op->pool, name, uid))
-            continue;
-        tries++;
-        err = claim_one(op, chal, cand);
-        if (err == KOP_OK) {
-            snprintf(ns, size, "%s", name);
-            snprintf(id, id_size, "%s", kop_meta_label(cand, CTF_LABEL_POOL));
-            *won = true;
+    do {
+        json_t *keys = NULL, *rv;
+        const char *name;
+        if (next_page(op, key, kop_meta_name(def), &page, &keys) != KOP_OK)
             break;
+        size_t got = json_object_size(keys);
+        json_object_foreach(keys, name, rv)
+        {
+            bool tried = false;
+            if (*won || err || tries >= POOL_CLAIM_TRIES)
+                break;
+            visited++;
+            err = try_one(op, chal, def, name, ns, size, id, id_size, won, &tried);
+            tries += tried;
         }
-        unreserve(op->pool, name);
-        if (err == KOP_ECONFLICT || err == KOP_ENOTFOUND)
-            err = KOP_OK; /* another claimer won it, or it went: the next */
-    }
-    json_decref(warm);
+        json_decref(keys);
+        if (got == 0)
+            break;
+    } while (!*won && !err && tries < POOL_CLAIM_TRIES && visited < page.total);
     return err;
+}
+
+/*
+ * settle_pending settles chal's claim of unknown outcome, if it has one:
+ * won (ns and id set), lost (released: claim as usual), or an error (still
+ * unknown: the Challenge stays undecided and claims nothing else).
+ */
+static kop_err settle_pending(ctf_operator *op, const json_t *chal, char *ns, size_t size,
+                              char *id, size_t id_size, bool *won)
+{
+    char name[CTF_NAMESPACE_SIZE], warm_id[CTF_POOL_ID_LEN + 1];
+    const char *uid = kop_meta_uid(chal);
+    kop_err err = KOP_OK;
+    *won = false;
+    if (!uid || !pending_claim(op->pool, uid, name, sizeof name, warm_id, sizeof warm_id))
+        return KOP_OK;
+    claim_end end = settle_claim(op, chal, name, NULL, &err);
+    *won = end == CLAIM_WON;
+    (void)claim_end_here(op->pool, end, uid, name, warm_id, ns, size, id, id_size);
+    return end == CLAIM_LOST ? KOP_OK : err;
 }
 
 kop_err ctf_pool_claim(ctf_operator *op, const kop_reconcile *req, const json_t *chal,
@@ -325,13 +587,19 @@ kop_err ctf_pool_claim(ctf_operator *op, const kop_reconcile *req, const json_t 
 
     *place = CTF_PLACE_FRESH;
     id[0] = '\0';
-    if (!ctf_pool_wanted(def)) {
+    /* A claim of unknown outcome first: it may be this Challenge's already. */
+    kop_err err = settle_pending(op, chal, ns, size, id, id_size, &won);
+    if (err)
+        return err; /* still not known: undecided, retried */
+    if (!won && !ctf_pool_wanted(def)) {
         remember(op->pool, uid, ns, NULL);
         return KOP_OK;
     }
     pool_key(kop_meta_namespace(def), kop_meta_name(def), key, sizeof key);
-    note_request(op->pool, key);
-    kop_err err = try_claims(op, chal, def, ns, size, id, id_size, &won);
+    if (!won) {
+        note_request(op->pool, key);
+        err = try_claims(op, chal, def, key, ns, size, id, id_size, &won);
+    }
     if (err)
         return err; /* the apiserver failed: undecided, retried */
     *place = won ? CTF_PLACE_POOLED : CTF_PLACE_FRESH;
@@ -380,6 +648,11 @@ void ctf_pool_forget(ctf_operator *op, const char *uid)
     const char *ns = json_string_value(json_object_get(d, "ns"));
     if (ns && kop_streq(json_string_value(json_object_get(p->taken, ns)), uid))
         json_object_del(p->taken, ns);
+    json_t *rec = json_object_get(p->pending, uid);
+    const char *pns = json_string_value(json_object_get(rec, "ns"));
+    if (pns && kop_streq(json_string_value(json_object_get(p->taken, pns)), uid))
+        json_object_del(p->taken, pns);
+    json_object_del(p->pending, uid);
     json_object_del(p->decided, uid);
     pthread_mutex_unlock(&p->lock);
 }
@@ -392,7 +665,7 @@ typedef struct pool_view {
     int ready;     /* of those, Ready */
     int claimed;   /* claimed, not being deleted */
     int failed;    /* failed to start: deleted by this pass */
-    json_t *spare; /* the unclaimed, not Ready first (the ones to delete first) */
+    json_t *spare; /* names of the unclaimed, not Ready first (the ones to delete first) */
 } pool_view;
 
 /* warm_flag: the flag a warm instance holds: a static flag, "" for a dynamic one. */
@@ -462,51 +735,185 @@ static bool started_too_long(const json_t *def, const json_t *n)
     return difftime(time(NULL), ctf_created_at(n)) * 1000 >= (double)timeout_ms;
 }
 
-/*
- * look_at keeps def's unclaimed warm instances applied (def NULL: they are
- * orphans, deleted), and counts what it sees. A warm instance that cannot
- * start (an image that cannot be pulled, a crash loop, the start timeout)
- * is deleted, with an Event, and a new one takes its place.
- */
-static kop_err look_at(ctf_operator *op, const kop_reconcile *req, const json_t *def, json_t *warm,
-                       pool_view *v)
+/* mark_dirty records that an object of the warm namespace ns changed (pool_reconcile looks at
+ * it again). A full table is emptied with the records it guards: every instance is looked at. */
+static void mark_dirty(ctf_pool *p, const char *ns)
 {
-    json_t *n, *ready = json_array();
-    size_t i;
+    pthread_mutex_lock(&p->lock);
+    if (json_object_size(p->dirty) >= POOL_DECIDED_MAX) {
+        json_object_clear(p->dirty);
+        json_object_clear(p->seen);
+    }
+    json_object_set_new(p->dirty, ns, json_true());
+    pthread_mutex_unlock(&p->lock);
+}
+
+/*
+ * unchanged: what the pool's last pass recorded of warm namespace name (in
+ * before) still holds: same resourceVersion and definition generation, no
+ * event of its objects since (dirty), recorded less than POOL_SEEN_MS ago.
+ * Returns the state recorded (SEEN_*), 0 when it must be looked at.
+ */
+static int unchanged(ctf_pool *p, const json_t *before, const char *name, const char *rv,
+                     int64_t gen, int64_t now)
+{
+    const json_t *rec = json_object_get(before, name);
+    if (!rec || !kop_streq(json_string_value(json_object_get(rec, "rv")), rv) ||
+        json_integer_value(json_object_get(rec, "gen")) != gen ||
+        now - json_integer_value(json_object_get(rec, "at")) >= POOL_SEEN_MS)
+        return 0;
+    pthread_mutex_lock(&p->lock);
+    bool dirty = json_object_get(p->dirty, name) != NULL;
+    pthread_mutex_unlock(&p->lock);
+    return dirty ? 0 : (int)json_integer_value(json_object_get(rec, "state"));
+}
+
+/* take_dirty clears name's dirty mark before it is looked at: an event after this marks it
+ * again (the cache is updated before the mark), so none is missed. */
+static void take_dirty(ctf_pool *p, const char *name)
+{
+    pthread_mutex_lock(&p->lock);
+    json_object_del(p->dirty, name);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* see records what this pass found of name (SEEN_*; 0: nothing worth keeping) in after. */
+static void see(json_t *after, const char *name, const char *rv, int64_t gen, int64_t now,
+                int state)
+{
+    if (state)
+        json_object_set_new(after, name,
+                            json_pack("{s:s, s:I, s:I, s:i}", "rv", rv, "gen", (json_int_t)gen,
+                                      "at", (json_int_t)now, "state", state));
+}
+
+/*
+ * look_at_one looks at the warm namespace n of def (NULL: an orphan,
+ * deleted): keeps it applied, counts it in v, replaces it when it failed.
+ * Returns what to record of it (SEEN_*), 0 for nothing; *err the apply's.
+ */
+static int look_at_one(ctf_operator *op, const kop_reconcile *req, const json_t *def,
+                       const json_t *n, json_t *ready, pool_view *v, kop_err *err)
+{
+    const char *ns = kop_meta_name(n), *id = kop_meta_label(n, CTF_LABEL_POOL);
+    ctf_observation o = {.phase = CTF_STATUS_PENDING};
+    if (kop_meta_is_deleting(n))
+        return SEEN_GOING;
+    /* The Challenge's (or being claimed here): never touched here. From here until
+     * release_warm no claim can begin on it. */
+    if (is_claimed(n) || !hold_warm(op->pool, ns)) {
+        v->claimed++;
+        return is_claimed(n) ? SEEN_CLAIMED : 0;
+    }
+    if (!def) {
+        delete_warm(op, req, n, "its definition is gone or has no pool");
+        release_warm(op->pool, ns);
+        return 0;
+    }
+    /* n was read from the cache right before this (look_at); a claim on the server shows in
+     * the Namespace's apply answer, which stops the apply before the flag Secret. */
+    kop_err e = apply_warm(op, req, def, ns, id, &o);
+    release_warm(op->pool, ns);
+    if (e == KOP_ECONFLICT) {
+        v->claimed++;
+        return 0;
+    }
+    *err = *err ? *err : e;
+    bool ok = !o.reason && ctf_instance_ready(op, def, ns, &o);
+    json_decref(o.endpoints);
+    if (!ok && (o.reason || started_too_long(def, n))) {
+        kop_event(op->events, def, KOP_EVENT_WARNING, "WarmInstanceFailed", "Replace",
+                  "warm instance %s failed (%s): replacing it", ns,
+                  o.reason ? o.message : "not Ready within startTimeout");
+        delete_warm(op, req, n, "it failed to start");
+        v->failed++;
+        return 0;
+    }
+    v->unclaimed++;
+    v->ready += ok;
+    json_array_append_new(ok ? ready : v->spare, json_string(ns));
+    return ok && !e ? SEEN_READY : 0;
+}
+
+/*
+ * look_at keeps the unclaimed warm instances of def_ns/def_name applied
+ * (def NULL: they are orphans, deleted), and counts what it sees. A warm
+ * instance that cannot start (an image that cannot be pulled, a crash
+ * loop, the start timeout) is deleted, with an Event, and a new one takes
+ * its place.
+ *
+ * It reads the pool's index as keys and versions, unparsed, and skips a
+ * warm instance that is Ready or claimed and unchanged since the last
+ * pass (unchanged): a pass woken by one claim looks at that claim's
+ * namespace and the ones whose objects changed, not at every warm
+ * instance. Each is still looked at fully every POOL_SEEN_MS.
+ *
+ * It never writes a warm instance that is claimed: not one this process
+ * claimed or is claiming (taken), held against claims while it writes
+ * (hold_warm), read from the cache right before the write, and on
+ * the server by the Namespace's apply, whose answer shows a claim before
+ * the flag Secret is written (ctf_apply_built stops there): the empty flag
+ * of a warm instance never lands on a team's.
+ */
+static kop_err look_at(ctf_operator *op, const kop_reconcile *req, const char *key,
+                       const json_t *def, pool_view *v)
+{
+    ctf_pool *p = op->pool;
+    json_t *keys = NULL, *rv, *ready = json_array(), *after = json_object();
+    const char *name;
+    int64_t now = kop_mono_ms(), gen = def ? kop_meta_generation(def) : -1;
     kop_err err = KOP_OK;
     v->spare = json_array();
-    json_array_foreach(warm, i, n)
+    if (!ready || !after || !v->spare ||
+        kop_informer_index_keys(op->namespaces, CTF_INDEX_POOL, req->name, NULL, &keys)) {
+        json_decref(ready);
+        json_decref(after);
+        return KOP_ENOMEM;
+    }
+    pthread_mutex_lock(&p->lock);
+    json_t *before = json_incref(json_object_get(p->seen, key));
+    pthread_mutex_unlock(&p->lock);
+    json_object_foreach(keys, name, rv)
     {
-        const char *ns = kop_meta_name(n), *id = kop_meta_label(n, CTF_LABEL_POOL);
-        ctf_observation o = {.phase = CTF_STATUS_PENDING};
-        if (kop_meta_is_deleting(n))
-            continue;
-        if (is_claimed(n) || taken_here(op->pool, n)) { /* the Challenge's: never touched here */
-            v->claimed++;
-            continue;
-        }
-        if (!def) {
-            delete_warm(op, req, n, "its definition is gone or has no pool");
-            continue;
-        }
-        kop_err e = apply_warm(op, req, def, ns, id, &o);
-        err = err ? err : e;
-        bool ok = !o.reason && ctf_instance_ready(op, def, ns, &o);
-        json_decref(o.endpoints);
-        if (!ok && (o.reason || started_too_long(def, n))) {
-            kop_event(op->events, def, KOP_EVENT_WARNING, "WarmInstanceFailed", "Replace",
-                      "warm instance %s failed (%s): replacing it", ns,
-                      o.reason ? o.message : "not Ready within startTimeout");
-            delete_warm(op, req, n, "it failed to start");
-            v->failed++;
+        const char *version = json_string_value(rv);
+        int state = def ? unchanged(p, before, name, version, gen, now) : 0;
+        if (state == SEEN_READY && in_use(p, name))
+            state = 0; /* being claimed or claimed here: the cache may not show it yet */
+        if (state) { /* as the last pass left it: counted, not parsed */
+            v->claimed += state == SEEN_CLAIMED;
+            v->unclaimed += state == SEEN_READY;
+            v->ready += state == SEEN_READY;
+            if (state == SEEN_READY)
+                json_array_append_new(ready, json_string(name));
+            json_object_set(after, name, json_object_get(before, name));
             continue;
         }
-        v->unclaimed++;
-        v->ready += ok;
-        json_array_append(ok ? ready : v->spare, n);
+        json_t *n = NULL;
+        take_dirty(p, name);
+        if (kop_informer_dup_metadata(op->namespaces, NULL, name, &n) != KOP_OK)
+            continue;
+        /* The index holds a definition's name; the same name may be pooled in two namespaces. */
+        if (kop_streq(kop_meta_label(n, CTF_LABEL_POOL_NS), req->namespace))
+            see(after, name, kop_meta_resource_version(n), gen, now,
+                look_at_one(op, req, def, n, ready, v, &err));
+        json_decref(n);
     }
     json_array_extend(v->spare, ready); /* not Ready first */
+    pthread_mutex_lock(&p->lock);
+    json_object_foreach(before, name, rv)
+    {
+        if (!json_object_get(keys, name))
+            json_object_del(p->dirty, name); /* gone: its last events need no look */
+    }
+    if (def && json_object_size(p->seen) < POOL_DECIDED_MAX)
+        json_object_set(p->seen, key, after); /* only the namespaces there now */
+    else
+        json_object_del(p->seen, key);
+    pthread_mutex_unlock(&p->lock);
+    json_decref(before);
+    json_decref(after);
     json_decref(ready);
+    json_decref(keys);
     return err;
 }
 
@@ -641,6 +1048,8 @@ static void forget_pool(ctf_operator *op, const char *key, const char *ns, const
     json_object_del(p->requests, key);
     json_object_del(p->targets, key);
     json_object_del(p->failing, key);
+    json_object_del(p->cursors, key);
+    json_object_del(p->seen, key);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -674,13 +1083,15 @@ static kop_result pool_reconcile(const kop_reconcile *req, void *user)
         target = ctf_pool_target(&spec, requests);
         retarget(op, def, key, target, requests);
     }
-    json_t *warm = warm_namespaces(op, req->namespace, req->name);
-    kop_err err = look_at(op, req, pooled ? def : NULL, warm, &v);
-    json_decref(warm);
+    kop_err err = look_at(op, req, key, pooled ? def : NULL, &v);
 
     for (int i = 0; pooled && i < v.unclaimed - target; i++) {
-        const json_t *extra = json_array_get(v.spare, (size_t)i);
-        delete_warm(op, req, extra, "the pool is above its target");
+        json_t *extra = NULL;
+        if (kop_informer_dup_metadata(op->namespaces, NULL,
+                                      json_string_value(json_array_get(v.spare, (size_t)i)),
+                                      &extra) == KOP_OK)
+            delete_warm(op, req, extra, "the pool is above its target");
+        json_decref(extra);
     }
     if (pooled && v.unclaimed > target) {
         v.ready = v.ready < target ? v.ready : target;
@@ -690,6 +1101,11 @@ static kop_result pool_reconcile(const kop_reconcile *req, void *user)
         wait_ms = backoff(op, def, key, target, &v);
     if (!err && pooled && v.unclaimed < target && wait_ms == 0)
         err = start_warm(op, req, def, target - v.unclaimed, &started);
+    if (started > 0)
+        kop_logger_log(req->log, KOP_LOG_INFO, "started warm instances",
+                       KOP_LOG_INT("started", started), KOP_LOG_INT("unclaimed", v.unclaimed),
+                       KOP_LOG_INT("ready", v.ready), KOP_LOG_INT("claimed", v.claimed),
+                       KOP_LOG_INT("target", target));
     v.unclaimed += started;
     ctf_admission_set_warm(op->admission, key, v.unclaimed);
     /* A definition that never had a pool gets no status written. */
@@ -717,11 +1133,14 @@ static kop_result pool_reconcile(const kop_reconcile *req, void *user)
 /* by_pool maps a warm instance's object to its definition. */
 static void by_pool(const json_t *obj, kop_emit_fn emit, void *ctx, void *user)
 {
-    (void)user;
+    ctf_operator *op = user;
     const char *ns = kop_meta_label(obj, CTF_LABEL_POOL_NS);
     const char *def = kop_meta_label(obj, CTF_LABEL_DEFINITION);
-    if (ns && def && kop_meta_label(obj, CTF_LABEL_POOL))
-        emit(ns, def, ctx);
+    const char *instance = kop_meta_namespace(obj); /* a Namespace: its own name */
+    if (!ns || !def || !kop_meta_label(obj, CTF_LABEL_POOL))
+        return;
+    mark_dirty(op->pool, ctf_nonempty(instance) ? instance : kop_meta_name(obj));
+    emit(ns, def, ctx);
 }
 
 /* index_pool: warm namespaces by their definition's name (the asker checks the namespace). */
@@ -730,6 +1149,17 @@ static size_t index_pool(const json_t *n, const char **values, size_t max, void 
     (void)user;
     values[0] =
         max && kop_meta_label(n, CTF_LABEL_POOL) ? kop_meta_label(n, CTF_LABEL_DEFINITION) : NULL;
+    return values[0] ? 1 : 0;
+}
+
+/* index_pool_free: the warm namespaces no one claimed (and not going), by their definition's
+ * name: what a claim looks for, without parsing the claimed ones. */
+static size_t index_pool_free(const json_t *n, const char **values, size_t max, void *user)
+{
+    (void)user;
+    if (max == 0 || !kop_meta_label(n, CTF_LABEL_POOL) || is_claimed(n) || kop_meta_is_deleting(n))
+        return 0;
+    values[0] = kop_meta_label(n, CTF_LABEL_DEFINITION);
     return values[0] ? 1 : 0;
 }
 
@@ -759,6 +1189,11 @@ void ctf_pool_free(ctf_pool *p)
         return;
     json_decref(p->decided);
     json_decref(p->taken);
+    json_decref(p->pending);
+    json_decref(p->busy);
+    json_decref(p->cursors);
+    json_decref(p->seen);
+    json_decref(p->dirty);
     json_decref(p->requests);
     json_decref(p->targets);
     json_decref(p->failing);
@@ -774,12 +1209,20 @@ kop_err ctf_setup_pool(ctf_operator *op, kop_status *st)
     pthread_mutex_init(&p->lock, NULL);
     p->decided = json_object();
     p->taken = json_object();
+    p->pending = json_object();
+    p->busy = json_object();
+    p->cursors = json_object();
+    p->seen = json_object();
+    p->dirty = json_object();
     p->requests = json_object();
     p->targets = json_object();
     p->failing = json_object();
     op->pool = p;
     kop_err err =
-        p->decided && p->taken && p->requests && p->targets && p->failing ? KOP_OK : KOP_ENOMEM;
+        p->decided && p->taken && p->pending && p->busy && p->cursors && p->seen && p->dirty &&
+                    p->requests && p->targets && p->failing
+            ? KOP_OK
+            : KOP_ENOMEM;
     kop_controller_opts co = {
         .name = "pool",
         .for_resource = CTF_DEFINITIONS,
@@ -793,6 +1236,8 @@ kop_err ctf_setup_pool(ctf_operator *op, kop_status *st)
         err = pool_metrics(op);
     if (!err)
         err = kop_informer_add_index(op->namespaces, CTF_INDEX_POOL, index_pool, NULL);
+    if (!err)
+        err = kop_informer_add_index(op->namespaces, POOL_INDEX_FREE, index_pool_free, NULL);
     if (!err)
         err = kop_controller_new(op->mgr, &co, &p->ctl);
     const kop_resource *children[] = {&CTF_NAMESPACES, &CTF_DEPLOYMENTS, &CTF_PODS,

@@ -94,3 +94,44 @@ kop_err ctf_pool_namespace(const char *def_ns, const char *definition, const cha
     snprintf(team, sizeof team, "pool:%s", id);
     return ctf_instance_namespace(def_ns, definition, team, out, size);
 }
+
+ctf_claim_answer ctf_pool_claim_answer(kop_err err)
+{
+    switch (err) {
+    case KOP_OK:
+        return CTF_CLAIM_DONE;
+    case KOP_ENOTFOUND:
+        return CTF_CLAIM_GONE;
+    /* Refused before anything was written: local failures and the 4xx that are not a conflict. */
+    case KOP_ENOMEM:
+    case KOP_EINVAL:
+    case KOP_ECONFIG:
+    case KOP_ECREDENTIALS:
+    case KOP_EBADREQUEST:
+    case KOP_EUNAUTHORIZED:
+    case KOP_EFORBIDDEN:
+    case KOP_EMETHODNOTALLOWED:
+    case KOP_ENOTACCEPTABLE:
+    case KOP_ETOOLARGE:
+    case KOP_EUNSUPPORTEDMEDIA:
+    case KOP_EINVALID:
+    case KOP_ETOOMANYREQUESTS: /* priority and fairness refuse before acting */
+        return CTF_CLAIM_REFUSED;
+    default: /* 409, a timeout, a lost connection, 5xx, an unreadable answer */
+        return CTF_CLAIM_CHECK;
+    }
+}
+
+ctf_claim_verdict ctf_pool_claim_verdict(const json_t *nsobj, const char *uid)
+{
+    if (!nsobj)
+        return CTF_CLAIM_LOST;
+    const char *claimer = kop_meta_annotation(nsobj, CTF_ANNOTATION_CHALLENGE_UID);
+    bool labelled = kop_meta_label(nsobj, CTF_LABEL_CHALLENGE) != NULL;
+    /* The claim writes the label and the uid in one patch: both, or neither. */
+    if (labelled && uid && kop_streq(claimer, uid))
+        return CTF_CLAIM_MINE;
+    if (labelled || kop_meta_is_deleting(nsobj))
+        return CTF_CLAIM_LOST;
+    return CTF_CLAIM_FREE;
+}

@@ -353,7 +353,21 @@ static ctf_applied_seen see_children(ctf_operator *op, const json_t *children)
     return seen;
 }
 
-/* apply_children applies every child; *generations sums the Deployments' as applied. */
+/*
+ * claimed_under: child is a warm instance's Namespace (no Challenge label)
+ * and stored, the server's answer to its apply, carries a claim: a team
+ * took it meanwhile, and the warm objects after it (the empty flag Secret)
+ * must not be written over the team's.
+ */
+static bool claimed_under(const json_t *child, const json_t *stored)
+{
+    return stored && !kop_meta_label(child, CTF_LABEL_CHALLENGE) &&
+           kop_meta_label(child, CTF_LABEL_POOL) && kop_meta_label(stored, CTF_LABEL_CHALLENGE);
+}
+
+/* apply_children applies every child; *generations sums the Deployments' as applied.
+ * KOP_ECONFLICT when a warm instance turns out claimed (claimed_under): nothing after its
+ * Namespace is written. */
 static kop_err apply_children(ctf_operator *op, json_t *children, int64_t *generations,
                               ctf_observation *o, const kop_reconcile *req)
 {
@@ -365,11 +379,19 @@ static kop_err apply_children(ctf_operator *op, json_t *children, int64_t *gener
     json_array_foreach(children, i, child)
     {
         const kop_resource *r = resource_of(child);
-        bool deployment = r == &CTF_DEPLOYMENTS;
+        bool deployment = r == &CTF_DEPLOYMENTS, ns = r == &CTF_NAMESPACES;
         json_t *stored = NULL;
-        err = r ? apply(op, r, child, deployment ? &stored : NULL, &st) : KOP_EINVAL;
+        err = r ? apply(op, r, child, deployment || ns ? &stored : NULL, &st) : KOP_EINVAL;
         *generations += kop_meta_generation(stored);
+        if (!err && ns && claimed_under(child, stored)) {
+            kop_logger_log(req->log, KOP_LOG_INFO,
+                           "a warm instance was claimed meanwhile; left to its Challenge",
+                           KOP_LOG_STR("instance_namespace", kop_meta_name(child)));
+            err = KOP_ECONFLICT;
+        }
         json_decref(stored);
+        if (err == KOP_ECONFLICT && ns)
+            break;
         if (err) {
             kop_logger_log(req->log, KOP_LOG_ERROR, "apply failed", KOP_LOG_ERR(err),
                            KOP_LOG_STR("kind", json_string_value(json_object_get(child, "kind"))),
@@ -441,9 +463,10 @@ static kop_err apply_instance(ctf_operator *op, const json_t *chal, const json_t
 
 /*
  * apply_claim_delta: the first pass after a claim applies only the children
- * the claim changes (the Namespace's labels, the flag Secret) when the
- * caches show the warm instance as the pool applied it: the rest are that
- * already, and a claim is then a few writes, not an instance's worth.
+ * the claim changes when the caches show the warm instance as the pool
+ * applied it: the flag Secret of a dynamic flag (the Namespace's labels
+ * the claim wrote itself). The rest are that already, and a claim is then
+ * a write or two, not an instance's worth.
  * *done says it did; otherwise the caller applies everything.
  */
 static kop_err apply_claim_delta(ctf_operator *op, const json_t *chal, const json_t *def,
@@ -468,10 +491,15 @@ static kop_err apply_claim_delta(ctf_operator *op, const json_t *chal, const jso
     ctf_applied_seen seen = see_children(op, warm);
     if (ctf_applied_decide(op->applied, ns, warm_digest, &seen, now, &wait_ms) != CTF_APPLY_SKIP)
         goto out;
+    /* The Namespace differs by the claim's labels and uid alone, which the claim itself wrote
+     * (pool.c): not written twice. What is left is the flag Secret of a dynamic flag. */
     delta = json_array();
-    for (size_t i = 0; delta && i < json_array_size(children); i++)
-        if (!json_equal(json_array_get(children, i), json_array_get(warm, i)))
+    for (size_t i = 0; delta && i < json_array_size(children); i++) {
+        const json_t *child = json_array_get(children, i);
+        if (!json_equal(child, json_array_get(warm, i)) &&
+            !kop_streq(json_string_value(json_object_get(child, "kind")), "Namespace"))
             json_array_append(delta, json_array_get(children, i));
+    }
     if (!delta)
         goto out;
     err = apply_children(op, delta, &unused, o, req);

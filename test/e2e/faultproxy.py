@@ -23,11 +23,23 @@ Two modes:
         a slow network or an overloaded apiserver. Every request is recorded
         (method, path, query, content type, code, injected or not).
 
+Beside the mode, http mode takes one rule for one kind of request (a
+method, a path regex, and optionally a content-type substring and a body
+regex), which acts on the Nth matching request only, whatever the mode:
+"drop" forwards it, reads the apiserver's whole answer (so the write is
+committed) and then cuts the client's connection (RST) without passing the
+answer on, as a network that loses a response does; "hold" keeps it for
+--seconds before forwarding it, as a slow network or a stalled client does.
+
 A control endpoint (plain HTTP on --control) sets the fault and reads the
 counters; faults change for requests and connections from then on:
 
   GET /mode?set=pass|drop|refuse|error|gone|eof|delay[&code=500][&retry_after=1]
             [&ratio=1.0][&min=0.2][&max=2.0][&seconds=5]
+  GET /rule?action=drop|hold&method=PATCH&path=REGEX[&ctype=SUBSTRING]
+            [&body=REGEX][&nth=1][&seconds=5]
+                                 set the rule (GET /rule alone clears it); its
+                                 matches and firings show in /stats as "rule"
   GET /kill                      drop every live connection now (RST)
   GET /stats[?since=UNIX_TIME]   counters, and requests per kind since a time
   GET /requests                  every request recorded (http mode), JSON lines
@@ -38,6 +50,7 @@ It prints "ready" on stdout once listening. Python 3 standard library only.
 import argparse
 import json
 import random
+import re
 import select
 import socket
 import ssl
@@ -69,10 +82,28 @@ class State:
         self.dropped = 0
         self.refused = 0
         self.requests = []  # dicts, in arrival order
+        self.rule = None  # {"action", "method", "path", "ctype", "body", "nth", "seconds"}
+        self.rule_matched = 0
+        self.rule_fired = 0
 
     def snapshot(self):
         with self.lock:
             return self.mode, self.code, self.retry_after, self.ratio
+
+    def match_rule(self, method, path, ctype, body):
+        """match_rule counts a request the rule matches; the rule's action and
+        seconds when this is its Nth match, else None."""
+        with self.lock:
+            r = self.rule
+            if (r is None or method != r["method"] or not re.search(r["path"], path)
+                    or r["ctype"] not in ctype
+                    or (r["body"] and not re.search(r["body"], body.decode("latin-1")))):
+                return None
+            self.rule_matched += 1
+            if self.rule_matched != r["nth"]:
+                return None
+            self.rule_fired += 1
+            return r["action"], r["seconds"]
 
     def record(self, **req):
         req["t"] = time.time()
@@ -321,15 +352,17 @@ class Delayer:
             self.flush()
 
 
-def relay_body(conn, up, method, code, headers, watch=False):
+def relay_body(conn, up, method, code, headers, watch=False, send=None):
     """relay_body copies one response body from upstream to the client as
     framed, watching for the client going away. False: close the connection.
-    A watch's body goes through a Delayer, which in mode "delay" holds it."""
+    A watch's body goes through a Delayer, which in mode "delay" holds it.
+    send, when given, takes the body instead of the client."""
     if method == "HEAD" or code in (204, 304) or 100 <= code < 200:
         return True
     client = conn.client
-    delayer = Delayer(client) if watch else None
-    send = delayer.put if delayer else client.sendall
+    delayer = Delayer(client) if watch and send is None else None
+    if send is None:
+        send = delayer.put if delayer else client.sendall
     ok = relay_framed(conn, up, headers, send, client, delayer)
     if delayer:
         delayer.finish()
@@ -428,6 +461,10 @@ def serve_http(conn, upstream, up_ctx):
             rec = {"method": method, "path": u.path, "query": u.query, "watch": watch,
                    "content_type": header(headers, "content-type") or ""}
             mode, code, retry_after, ratio = STATE.snapshot()
+            fired = STATE.match_rule(method, u.path, rec["content_type"], body)
+            if fired and fired[0] == "hold":
+                time.sleep(fired[1])
+                rec["fault"] = "hold"
             if mode == "error" and random.random() < ratio:
                 send_injected_error(conn, code, retry_after)
                 STATE.record(code=code, injected=True, **rec)
@@ -455,7 +492,13 @@ def serve_http(conn, upstream, up_ctx):
                 return
             rfirst, rheaders = parse_head(resp)
             rcode = int(rfirst[1])
-            STATE.record(code=rcode, injected=False, **rec)
+            if fired and fired[0] == "drop":
+                # The whole answer is read (the write is done), then lost.
+                relay_body(conn, up, method, rcode, rheaders, send=lambda data: None)
+                STATE.record(code=rcode, injected=True, fault="drop-response", **rec)
+                conn.killed = True
+                return
+            STATE.record(code=rcode, injected="fault" in rec, **rec)
             conn.client.sendall(resp)
             if not relay_body(conn, up, method, rcode, rheaders, watch):
                 return
@@ -544,6 +587,20 @@ class Control(BaseHTTPRequestHandler):
                 STATE.drop_max = float(q.get("max", 2.0))
                 STATE.delay = float(q.get("seconds", 5.0)) if STATE.mode == "delay" else 0.0
             self.reply({"mode": STATE.mode})
+        elif u.path == "/rule":
+            rule = None
+            if "action" in q:
+                if q["action"] not in ("drop", "hold") or "method" not in q or "path" not in q:
+                    self.send_error(400, "action drop|hold, method and path are needed")
+                    return
+                rule = {"action": q["action"], "method": q["method"], "path": q["path"],
+                        "ctype": q.get("ctype", ""), "body": q.get("body", ""),
+                        "nth": int(q.get("nth", 1)), "seconds": float(q.get("seconds", 5.0))}
+            with STATE.lock:
+                STATE.rule = rule
+                STATE.rule_matched = 0
+                STATE.rule_fired = 0
+            self.reply({"rule": rule})
         elif u.path == "/kill":
             with STATE.lock:
                 victims = list(STATE.conns)
@@ -556,7 +613,8 @@ class Control(BaseHTTPRequestHandler):
                 reqs = [r for r in STATE.requests if r["t"] >= since]
                 out = {"now": time.time(), "mode": STATE.mode, "connections": STATE.connections,
                        "live": len(STATE.conns), "dropped": STATE.dropped,
-                       "refused": STATE.refused, "requests": len(STATE.requests)}
+                       "refused": STATE.refused, "requests": len(STATE.requests),
+                       "rule": {"matched": STATE.rule_matched, "fired": STATE.rule_fired}}
             by = {}
             for r in reqs:
                 kind = "watch" if r["watch"] else r["method"]

@@ -374,6 +374,76 @@ static void test_owner_index(void **state)
     json_decref(owner);
 }
 
+/*
+ * kop_informer_index_keys: the keys and resourceVersions of an index value,
+ * unparsed, whole or a page at a time; pages that keep the cursor go round
+ * the set, every key once before any twice.
+ */
+static void test_index_keys(void **state)
+{
+    (void)state;
+    kop_status st;
+    static struct counts c = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    enum { N = 10, PAGE = 3 };
+    json_t *want = json_object(); /* "ns/name" -> resourceVersion, as created */
+    for (int i = 0; i < N; i++) {
+        char name[32], key[128];
+        json_t *made = NULL, *cm = NULL;
+        snprintf(name, sizeof name, "keys-%d", i);
+        cm = configmap(name, "keys", i);
+        assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, &made, &st), KOP_OK);
+        snprintf(key, sizeof key, "%s/%s", ns, name);
+        json_object_set_new(want, key, json_string(rv_of(made)));
+        json_decref(made);
+        json_decref(cm);
+    }
+    kop_informer *inf = start_informer("set=keys", &c);
+
+    /* Every key, with the version created (nothing changed them since). */
+    json_t *all = NULL;
+    assert_int_equal(kop_informer_index_keys(inf, KOP_INDEX_NAMESPACE, ns, NULL, &all), KOP_OK);
+    assert_true(json_equal(all, want));
+    json_decref(all);
+
+    /* Pages of 3: the first N keys of successive pages are the set, each once. */
+    kop_index_page page = {.max = PAGE};
+    json_t *seen = json_object();
+    size_t order = 0;
+    for (int call = 0; call < (N + PAGE - 1) / PAGE; call++) {
+        json_t *keys = NULL;
+        const char *k;
+        json_t *rv;
+        assert_int_equal(kop_informer_index_keys(inf, KOP_INDEX_NAMESPACE, ns, &page, &keys),
+                         KOP_OK);
+        assert_int_equal(page.total, N);
+        assert_int_equal(json_object_size(keys), PAGE);
+        json_object_foreach(keys, k, rv)
+        {
+            assert_true(json_equal(rv, json_object_get(want, k)));
+            if (order++ < N) {
+                assert_null(json_object_get(seen, k)); /* not twice before all once */
+                json_object_set_new(seen, k, json_true());
+            }
+        }
+        json_decref(keys);
+    }
+    assert_int_equal(json_object_size(seen), N);
+    json_decref(seen);
+
+    /* A value no object has; an index that does not exist. */
+    json_t *none = NULL;
+    page = (kop_index_page){.max = PAGE};
+    assert_int_equal(kop_informer_index_keys(inf, KOP_INDEX_NAMESPACE, "no-such-ns", &page, &none),
+                     KOP_OK);
+    assert_int_equal(json_object_size(none), 0);
+    assert_int_equal(page.total, 0);
+    json_decref(none);
+    assert_int_equal(kop_informer_index_keys(inf, "no-such-index", ns, NULL, &none), KOP_EINVAL);
+    assert_null(none);
+    kop_informer_free(inf);
+    json_decref(want);
+}
+
 static int devcluster(const char *verb)
 {
     char cmd[2048];
@@ -474,6 +544,7 @@ int main(void)
         cmocka_unit_test(test_delete_reaches_handler),
         cmocka_unit_test(test_old_object_as_far_as_read),
         cmocka_unit_test(test_owner_index),
+        cmocka_unit_test(test_index_keys),
         cmocka_unit_test(test_apiserver_restart_and_gone), /* restarts the cluster: last */
     };
     return cmocka_run_group_tests_name("informer (integration)", tests, setup, teardown);
