@@ -345,6 +345,40 @@ static ctf_applied_seen see_children(ctf_operator *op, const json_t *children)
     return seen;
 }
 
+/* stamp_cached: the applied digest the caches show on child (borrowed from *hold), or NULL. */
+static const char *stamp_cached(ctf_operator *op, const json_t *child, json_t **hold)
+{
+    kop_informer *cache = child ? cache_of(op, json_string_value(json_object_get(child, "kind"))) : NULL;
+    *hold = NULL;
+    if (!cache || kop_informer_dup_metadata(cache, kop_meta_namespace(child), kop_meta_name(child),
+                                            hold) != KOP_OK)
+        return NULL;
+    return kop_meta_annotation(*hold, CTF_ANNOTATION_APPLIED);
+}
+
+/*
+ * seed_from_cache: a process with no record of key takes the stamp of the
+ * previous full apply from the caches (ctf_applied_seed): on the last
+ * child (ctf_apply_built stamps it), or on the Namespace, the first child,
+ * which a claim's delta applies last and stamps (apply_claim_delta).
+ */
+static void seed_from_cache(ctf_operator *op, const char *key, const json_t *children,
+                            const char *digest, const ctf_applied_seen *seen, int64_t now)
+{
+    size_t n = json_array_size(children);
+    json_t *hold = NULL;
+    if (n == 0 || seen->missing || ctf_applied_known(op->applied, key))
+        return;
+    bool seeded = ctf_applied_seed(op->applied, key, digest,
+                                   stamp_cached(op, json_array_get(children, n - 1), &hold), seen, now);
+    json_decref(hold);
+    const json_t *first = json_array_get(children, 0);
+    if (!seeded && kop_streq(json_string_value(json_object_get(first, "kind")), "Namespace")) {
+        (void)ctf_applied_seed(op->applied, key, digest, stamp_cached(op, first, &hold), seen, now);
+        json_decref(hold);
+    }
+}
+
 /* apply_children applies every child; *generations sums the Deployments' as applied. */
 static kop_err apply_children(ctf_operator *op, json_t *children, int64_t *generations,
                               ctf_observation *o, const kop_reconcile *req)
@@ -400,12 +434,15 @@ kop_err ctf_apply_built(ctf_operator *op, const char *key, json_t *children, ctf
         *applied = false;
     if (ctf_applied_digest(children, digest) == KOP_OK) {
         ctf_applied_seen seen = see_children(op, children);
+        seed_from_cache(op, key, children, digest, &seen, now);
         v = ctf_applied_decide(op->applied, key, digest, &seen, now, &wait_ms);
     }
     if (v == CTF_APPLY_WAIT)
         o->requeue_ms = min_positive(o->requeue_ms, wait_ms);
     if (v == CTF_APPLY) {
         ctf_applied_forget(op->applied, key);
+        if (digest[0] && ctf_applied_stamp(children, digest) != KOP_OK)
+            digest[0] = '\0'; /* applied unstamped (which clears an old stamp), not recorded */
         err = apply_children(op, children, &generations, o, req);
         if (!err && !o->reason && digest[0])
             ctf_applied_record(op->applied, key, digest, generations, now);
@@ -432,6 +469,43 @@ static kop_err apply_instance(ctf_operator *op, const json_t *chal, const json_t
 }
 
 /*
+ * claim_delta: the children that differ from the warm instance's, the
+ * Namespace (its labels always differ) moved last and stamped with the
+ * team's digest, so that the stamp proves the rest of the delta went
+ * through (seed_from_cache reads it there). *out is owned by the caller.
+ */
+static kop_err claim_delta(json_t *children, const json_t *warm, const char *digest, json_t **out)
+{
+    json_t *delta = json_array(), *ns_copy = NULL;
+    *out = NULL;
+    for (size_t i = 0; delta && i < json_array_size(children); i++) {
+        json_t *c = json_array_get(children, i);
+        if (json_equal(c, json_array_get(warm, i)))
+            continue;
+        if (kop_streq(json_string_value(json_object_get(c, "kind")), "Namespace"))
+            ns_copy = json_deep_copy(c); /* a copy: children's own stays unstamped */
+        else if (json_array_append(delta, c) != 0)
+            goto fail;
+    }
+    if (!delta)
+        goto fail;
+    if (ns_copy) {
+        if (!kop_meta_set_annotation(ns_copy, CTF_ANNOTATION_APPLIED, digest))
+            goto fail;
+        int rc = json_array_append_new(delta, ns_copy);
+        ns_copy = NULL; /* the array took it, or released it on failure */
+        if (rc != 0)
+            goto fail;
+    }
+    *out = delta;
+    return KOP_OK;
+fail:
+    json_decref(ns_copy);
+    json_decref(delta);
+    return KOP_ENOMEM;
+}
+
+/*
  * apply_claim_delta: the first pass after a claim applies only the children
  * the claim changes (the Namespace's labels, the flag Secret) when the
  * caches show the warm instance as the pool applied it: the rest are that
@@ -449,22 +523,26 @@ static kop_err apply_claim_delta(ctf_operator *op, const json_t *chal, const jso
     long wait_ms = 0;
     kop_err err = KOP_OK;
     *done = false;
-    /* Only while the pool's record of the instance stands: the first pass after the claim. */
-    if (!ctf_applied_known(op->applied, ns) || ctf_applied_known(op->applied, kop_meta_uid(chal)))
+    /* Only until the instance has a record as the team's: the first pass after the claim
+     * (or after a takeover, when the warm instance's stamp stands in for the pool's record). */
+    if (ctf_applied_known(op->applied, kop_meta_uid(chal)))
         return KOP_OK;
     if (ctf_pool_build_warm(op, def, id, &warm, &st) != KOP_OK ||
         json_array_size(warm) != json_array_size(children) ||
         ctf_applied_digest(warm, warm_digest) != KOP_OK ||
         ctf_applied_digest(children, digest) != KOP_OK)
         goto out;
+    /* After a takeover: a delta stamped with the team's digest went through already. */
+    ctf_applied_seen team_seen = see_children(op, children);
+    seed_from_cache(op, kop_meta_uid(chal), children, digest, &team_seen, now);
+    if (ctf_applied_known(op->applied, kop_meta_uid(chal)))
+        goto out; /* ctf_apply_built decides, from that record */
     ctf_applied_seen seen = see_children(op, warm);
+    seed_from_cache(op, ns, warm, warm_digest, &seen, now);
     if (ctf_applied_decide(op->applied, ns, warm_digest, &seen, now, &wait_ms) != CTF_APPLY_SKIP)
         goto out;
-    delta = json_array();
-    for (size_t i = 0; delta && i < json_array_size(children); i++)
-        if (!json_equal(json_array_get(children, i), json_array_get(warm, i)))
-            json_array_append(delta, json_array_get(children, i));
-    if (!delta)
+    err = claim_delta(children, warm, digest, &delta);
+    if (err)
         goto out;
     err = apply_children(op, delta, &unused, o, req);
     if (!err && !o->reason) {
