@@ -25,6 +25,7 @@ extern const kop_resource CTF_DEPLOYMENTS;
 extern const kop_resource CTF_PODS;
 extern const kop_resource CTF_SERVICES;
 extern const kop_resource CTF_ENDPOINTSLICES;
+extern const kop_resource CTF_NETWORKPOLICIES;
 extern const kop_resource CTF_SECRETS;
 
 #define CTF_FINALIZER     "ctf.kopc.io/instance"
@@ -58,6 +59,7 @@ typedef struct ctf_operator {
     ctf_pool *pool;           /* the warm pools: their controller and the claims made */
     kop_informer *challenges, *definitions, *namespaces, *deployments, *pods, *services;
     kop_informer *endpointslices; /* of the instances' Services: is an endpoint ready? */
+    kop_informer *networkpolicies; /* the isolation: a deleted one is put back at once */
     kop_recorder *events;
     kop_metric *instances;     /* ctf_instances{status} */
     kop_metric *ready_seconds; /* ctf_instance_ready_seconds */

@@ -57,6 +57,8 @@ const kop_resource CTF_SERVICES = {"", "v1", "services", "Service", true};
 const kop_resource CTF_SECRETS = {"", "v1", "secrets", "Secret", true};
 const kop_resource CTF_ENDPOINTSLICES = {"discovery.k8s.io", "v1", "endpointslices",
                                          "EndpointSlice", true};
+const kop_resource CTF_NETWORKPOLICIES = {"networking.k8s.io", "v1", "networkpolicies",
+                                          "NetworkPolicy", true};
 
 #define NS_WAIT_MS 2000
 /*
@@ -109,12 +111,10 @@ static const kop_resource *resource_of(const json_t *obj)
 {
     static const kop_resource QUOTAS = {"", "v1", "resourcequotas", "ResourceQuota", true};
     static const kop_resource LIMITS = {"", "v1", "limitranges", "LimitRange", true};
-    static const kop_resource NETPOLS = {"networking.k8s.io", "v1", "networkpolicies",
-                                         "NetworkPolicy", true};
     static const kop_resource INGRESSES = {"networking.k8s.io", "v1", "ingresses", "Ingress",
                                            true};
     static const kop_resource *const all[] = {&CTF_NAMESPACES, &CTF_SECRETS, &QUOTAS,
-                                              &LIMITS, &NETPOLS, &CTF_DEPLOYMENTS,
+                                              &LIMITS, &CTF_NETWORKPOLICIES, &CTF_DEPLOYMENTS,
                                               &CTF_SERVICES, &INGRESSES};
     const char *kind = json_string_value(json_object_get(obj, "kind"));
     for (size_t i = 0; kind && i < sizeof all / sizeof all[0]; i++)
@@ -318,6 +318,8 @@ static kop_informer *cache_of(ctf_operator *op, const char *kind)
         return op->deployments;
     if (kop_streq(kind, "Service"))
         return op->services;
+    if (kop_streq(kind, "NetworkPolicy"))
+        return op->networkpolicies;
     return NULL;
 }
 
