@@ -25,6 +25,7 @@ extern const kop_resource CTF_DEPLOYMENTS;
 extern const kop_resource CTF_PODS;
 extern const kop_resource CTF_SERVICES;
 extern const kop_resource CTF_ENDPOINTSLICES;
+extern const kop_resource CTF_NETWORKPOLICIES;
 extern const kop_resource CTF_SECRETS;
 
 #define CTF_FINALIZER     "ctf.kopc.io/instance"
@@ -58,6 +59,7 @@ typedef struct ctf_operator {
     ctf_pool *pool;           /* the warm pools: their controller and the claims made */
     kop_informer *challenges, *definitions, *namespaces, *deployments, *pods, *services;
     kop_informer *endpointslices; /* of the instances' Services: is an endpoint ready? */
+    kop_informer *networkpolicies; /* the isolation: a deleted one is put back at once */
     kop_recorder *events;
     kop_metric *instances;     /* ctf_instances{status} */
     kop_metric *ready_seconds; /* ctf_instance_ready_seconds */
@@ -176,6 +178,30 @@ bool ctf_applied_known(ctf_applied *a, const char *uid);
 
 /* ctf_applied_forget drops uid's record (its instance is going). */
 void ctf_applied_forget(ctf_applied *a, const char *uid);
+
+/*
+ * The last apply's digest is also kept on the server, so that a process
+ * without a record (a new leader, a restart) need not apply again what the
+ * one before it applied in full: a full apply stamps the digest on its last
+ * child (CTF_ANNOTATION_APPLIED), and children are applied in order, each
+ * only after the one before it went through, so the last child carrying a
+ * digest proves every child was applied as that digest says.
+ */
+#define CTF_ANNOTATION_APPLIED "ctf.kopc.io/applied"
+
+/* ctf_applied_stamp sets digest on the last of children (the one applied last). */
+KOP_NODISCARD kop_err ctf_applied_stamp(json_t *children, const char *digest);
+
+/*
+ * ctf_applied_seed takes what the caches show of the last child as uid's
+ * record when uid has none: stamped (its CTF_ANNOTATION_APPLIED, NULL when
+ * the cache lacks it or does not hold its kind) equal to digest and no
+ * cached child missing. The record then says "applied in full at now_ms,
+ * the Deployments at seen->generations", so the next full apply comes with
+ * the resync (CTF_APPLIED_RESYNC_MS). Returns whether it seeded.
+ */
+bool ctf_applied_seed(ctf_applied *a, const char *uid, const char *digest, const char *stamped,
+                      const ctf_applied_seen *seen, int64_t now_ms);
 
 /* ---- observe.c: what a reconcile sees of the instance ---- */
 

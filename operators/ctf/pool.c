@@ -1241,7 +1241,7 @@ kop_err ctf_setup_pool(ctf_operator *op, kop_status *st)
     if (!err)
         err = kop_controller_new(op->mgr, &co, &p->ctl);
     const kop_resource *children[] = {&CTF_NAMESPACES, &CTF_DEPLOYMENTS, &CTF_PODS,
-                                      &CTF_ENDPOINTSLICES};
+                                      &CTF_ENDPOINTSLICES, &CTF_NETWORKPOLICIES};
     for (size_t i = 0; !err && i < CTF_LEN(children); i++)
         err =
             kop_controller_watch(p->ctl, &(kop_controller_watch_opts){.resource = children[i],

@@ -57,6 +57,8 @@ const kop_resource CTF_SERVICES = {"", "v1", "services", "Service", true};
 const kop_resource CTF_SECRETS = {"", "v1", "secrets", "Secret", true};
 const kop_resource CTF_ENDPOINTSLICES = {"discovery.k8s.io", "v1", "endpointslices",
                                          "EndpointSlice", true};
+const kop_resource CTF_NETWORKPOLICIES = {"networking.k8s.io", "v1", "networkpolicies",
+                                          "NetworkPolicy", true};
 
 #define NS_WAIT_MS 2000
 /*
@@ -117,12 +119,10 @@ static const kop_resource *resource_of(const json_t *obj)
 {
     static const kop_resource QUOTAS = {"", "v1", "resourcequotas", "ResourceQuota", true};
     static const kop_resource LIMITS = {"", "v1", "limitranges", "LimitRange", true};
-    static const kop_resource NETPOLS = {"networking.k8s.io", "v1", "networkpolicies",
-                                         "NetworkPolicy", true};
     static const kop_resource INGRESSES = {"networking.k8s.io", "v1", "ingresses", "Ingress",
                                            true};
     static const kop_resource *const all[] = {&CTF_NAMESPACES, &CTF_SECRETS, &QUOTAS,
-                                              &LIMITS, &NETPOLS, &CTF_DEPLOYMENTS,
+                                              &LIMITS, &CTF_NETWORKPOLICIES, &CTF_DEPLOYMENTS,
                                               &CTF_SERVICES, &INGRESSES};
     const char *kind = json_string_value(json_object_get(obj, "kind"));
     for (size_t i = 0; kind && i < sizeof all / sizeof all[0]; i++)
@@ -326,6 +326,8 @@ static kop_informer *cache_of(ctf_operator *op, const char *kind)
         return op->deployments;
     if (kop_streq(kind, "Service"))
         return op->services;
+    if (kop_streq(kind, "NetworkPolicy"))
+        return op->networkpolicies;
     return NULL;
 }
 
@@ -363,6 +365,34 @@ static bool claimed_under(const json_t *child, const json_t *stored)
 {
     return stored && !kop_meta_label(child, CTF_LABEL_CHALLENGE) &&
            kop_meta_label(child, CTF_LABEL_POOL) && kop_meta_label(stored, CTF_LABEL_CHALLENGE);
+}
+
+/* stamp_cached: the applied digest the caches show on child (borrowed from *hold), or NULL. */
+static const char *stamp_cached(ctf_operator *op, const json_t *child, json_t **hold)
+{
+    kop_informer *cache = child ? cache_of(op, json_string_value(json_object_get(child, "kind"))) : NULL;
+    *hold = NULL;
+    if (!cache || kop_informer_dup_metadata(cache, kop_meta_namespace(child), kop_meta_name(child),
+                                            hold) != KOP_OK)
+        return NULL;
+    return kop_meta_annotation(*hold, CTF_ANNOTATION_APPLIED);
+}
+
+/*
+ * seed_from_cache: a process with no record of key takes the stamp of the
+ * previous full apply, on the last child (ctf_apply_built stamps it), from
+ * the caches as its record (ctf_applied_seed).
+ */
+static void seed_from_cache(ctf_operator *op, const char *key, const json_t *children,
+                            const char *digest, const ctf_applied_seen *seen, int64_t now)
+{
+    size_t n = json_array_size(children);
+    json_t *hold = NULL;
+    if (n == 0 || seen->missing || ctf_applied_known(op->applied, key))
+        return;
+    (void)ctf_applied_seed(op->applied, key, digest,
+                           stamp_cached(op, json_array_get(children, n - 1), &hold), seen, now);
+    json_decref(hold);
 }
 
 /* apply_children applies every child; *generations sums the Deployments' as applied.
@@ -430,12 +460,15 @@ kop_err ctf_apply_built(ctf_operator *op, const char *key, json_t *children, ctf
         *applied = false;
     if (ctf_applied_digest(children, digest) == KOP_OK) {
         ctf_applied_seen seen = see_children(op, children);
+        seed_from_cache(op, key, children, digest, &seen, now);
         v = ctf_applied_decide(op->applied, key, digest, &seen, now, &wait_ms);
     }
     if (v == CTF_APPLY_WAIT)
         o->requeue_ms = min_positive(o->requeue_ms, wait_ms);
     if (v == CTF_APPLY) {
         ctf_applied_forget(op->applied, key);
+        if (digest[0] && ctf_applied_stamp(children, digest) != KOP_OK)
+            digest[0] = '\0'; /* applied unstamped (which clears an old stamp), not recorded */
         err = apply_children(op, children, &generations, o, req);
         if (!err && !o->reason && digest[0])
             ctf_applied_record(op->applied, key, digest, generations, now);
@@ -480,15 +513,22 @@ static kop_err apply_claim_delta(ctf_operator *op, const json_t *chal, const jso
     long wait_ms = 0;
     kop_err err = KOP_OK;
     *done = false;
-    /* Only while the pool's record of the instance stands: the first pass after the claim. */
-    if (!ctf_applied_known(op->applied, ns) || ctf_applied_known(op->applied, kop_meta_uid(chal)))
+    /* Only until the instance has a record as the team's: the first pass after the claim
+     * (or after a takeover, when the warm instance's stamp stands in for the pool's record). */
+    if (ctf_applied_known(op->applied, kop_meta_uid(chal)))
         return KOP_OK;
     if (ctf_pool_build_warm(op, def, id, &warm, &st) != KOP_OK ||
         json_array_size(warm) != json_array_size(children) ||
         ctf_applied_digest(warm, warm_digest) != KOP_OK ||
         ctf_applied_digest(children, digest) != KOP_OK)
         goto out;
+    /* After a takeover: a full apply as the team's went through already. */
+    ctf_applied_seen team_seen = see_children(op, children);
+    seed_from_cache(op, kop_meta_uid(chal), children, digest, &team_seen, now);
+    if (ctf_applied_known(op->applied, kop_meta_uid(chal)))
+        goto out; /* ctf_apply_built decides, from that record */
     ctf_applied_seen seen = see_children(op, warm);
+    seed_from_cache(op, ns, warm, warm_digest, &seen, now);
     if (ctf_applied_decide(op->applied, ns, warm_digest, &seen, now, &wait_ms) != CTF_APPLY_SKIP)
         goto out;
     /* The Namespace differs by the claim's labels and uid alone, which the claim itself wrote

@@ -159,8 +159,8 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
                                                                        .fn = by_definition,
                                                                        .user = op,
                                                                        .map_reads_metadata = true});
-    const kop_resource *children[] = {&CTF_NAMESPACES, &CTF_DEPLOYMENTS, &CTF_PODS, &CTF_SERVICES,
-                                      &CTF_ENDPOINTSLICES};
+    const kop_resource *children[] = {&CTF_NAMESPACES, &CTF_DEPLOYMENTS,   &CTF_PODS,
+                                      &CTF_SERVICES,   &CTF_ENDPOINTSLICES, &CTF_NETWORKPOLICIES};
     for (size_t i = 0; !err && i < CTF_LEN(children); i++)
         err = kop_controller_watch(op->ctl,
                                    &(kop_controller_watch_opts){.resource = children[i],
@@ -183,6 +183,9 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
     if (!err)
         err = kop_manager_informer(op->mgr, &CTF_ENDPOINTSLICES, NULL, CTF_MANAGED,
                                    &op->endpointslices);
+    if (!err)
+        err = kop_manager_informer(op->mgr, &CTF_NETWORKPOLICIES, NULL, CTF_MANAGED,
+                                   &op->networkpolicies);
     if (err)
         kop_status_setf(st, 0, NULL, "challenge watches: %s", kop_strerror(err));
     return err;

@@ -5,7 +5,9 @@
  * applied again; a Deployment edited by someone else (its generation ahead)
  * is applied again at once; other children, an old record, a forgotten one
  * or none at all mean applying. The digest covers every byte of the
- * children and ignores the order of keys.
+ * children and ignores the order of keys. A process with no record takes
+ * the stamp of a full apply seen on the server as its record, only when it
+ * is this very digest and no cached child is missing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -93,11 +95,59 @@ static void test_decide(void **state)
     ctf_applied_free(a);
 }
 
+static void test_stamp_and_seed(void **state)
+{
+    (void)state;
+    ctf_applied *a = NULL;
+    long wait = -1;
+    char d[CTF_DIGEST_HEX], after[CTF_DIGEST_HEX];
+    const int64_t t = 5000000;
+    const ctf_applied_seen whole = {.missing = 0, .generations = 4};
+    const ctf_applied_seen lagging = {.missing = 1, .generations = 4};
+    json_t *x = children("flag{a}");
+    assert_int_equal(ctf_applied_new(&a), KOP_OK);
+    assert_int_equal(ctf_applied_digest(x, d), KOP_OK);
+
+    /* The stamp goes on the last child, the one applied last, and nowhere else. */
+    assert_int_equal(ctf_applied_stamp(x, d), KOP_OK);
+    assert_string_equal(kop_meta_annotation(json_array_get(x, 1), CTF_ANNOTATION_APPLIED), d);
+    assert_null(kop_meta_annotation(json_array_get(x, 0), CTF_ANNOTATION_APPLIED));
+    assert_int_equal(ctf_applied_digest(x, after), KOP_OK);
+    assert_string_not_equal(after, d); /* a digest is taken before stamping, never after */
+    json_t *none = json_array();
+    assert_int_equal(ctf_applied_stamp(none, d), KOP_EINVAL);
+    assert_int_equal(ctf_applied_stamp(x, ""), KOP_EINVAL);
+    json_decref(none);
+
+    /* No stamp, another digest's stamp, or a child missing: no record. */
+    assert_false(ctf_applied_seed(a, "u1", d, NULL, &whole, t));
+    assert_false(ctf_applied_seed(a, "u1", d, "another-digest", &whole, t));
+    assert_false(ctf_applied_seed(a, "u1", d, d, &lagging, t));
+    assert_false(ctf_applied_known(a, "u1"));
+    /* This digest, seen whole: a record, and the next pass writes nothing. */
+    assert_true(ctf_applied_seed(a, "u1", d, d, &whole, t));
+    assert_int_equal(ctf_applied_decide(a, "u1", d, &whole, t, &wait), CTF_APPLY_SKIP);
+    /* A Deployment edited since, seen after the seed: applied again. */
+    const ctf_applied_seen edited = {.missing = 0, .generations = 5};
+    assert_int_equal(ctf_applied_decide(a, "u1", d, &edited, t + 1, &wait), CTF_APPLY);
+    /* A record of this process's own is never replaced by a stamp. */
+    ctf_applied_record(a, "u2", "mine", 1, t);
+    assert_false(ctf_applied_seed(a, "u2", d, d, &whole, t));
+    assert_int_equal(ctf_applied_decide(a, "u2", "mine", &(ctf_applied_seen){0, 1}, t, &wait),
+                     CTF_APPLY_SKIP);
+    /* The seeded record ages like any other: everything again at the resync. */
+    assert_int_equal(ctf_applied_decide(a, "u1", d, &whole, t + CTF_APPLIED_RESYNC_MS, &wait),
+                     CTF_APPLY);
+    json_decref(x);
+    ctf_applied_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_digest),
         cmocka_unit_test(test_decide),
+        cmocka_unit_test(test_stamp_and_seed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
