@@ -759,7 +759,7 @@ def measure_claims(args, op, workload, n, out, pooled):
         quiet_gate(args)
         writes = ApiWrites(c, workload)
         cpu0 = proc_cpu(pid)
-        s = pool.measure(op.api_port, ADMIN_TOKEN, n, "bench", out)
+        s = pool.measure(op.api_port, team_token, n, "bench", out)  # each team its own token
         s.update(writes.done(0))
         claimed = c.kubectl("get", "ns", "-l", "ctf.kopc.io/pool,ctf.kopc.io/challenge", "-o", "name")
         s.update({"pool": n if pooled else 0, "pool_warmup_s": warmup_s,

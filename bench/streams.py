@@ -181,9 +181,12 @@ def _percentile(xs, p):
 
 async def open_streams(cls, host, port, token, n):
     """Open one stream of class cls per team 0..n-1 and wait for every
-    snapshot; (streams, their tasks). Fails when one did not open."""
+    snapshot; (streams, their tasks). token is one bearer token for all, or
+    a function of the team's index giving each team its own. Fails when one
+    did not open."""
     ss = [cls(i) for i in range(n)]
-    tasks = [asyncio.create_task(s.run(host, port, token)) for s in ss]
+    tasks = [asyncio.create_task(s.run(host, port, token(s.i) if callable(token) else token))
+             for s in ss]
     await asyncio.wait_for(asyncio.gather(*(s.snapshot.wait() for s in ss)), OPEN_TIMEOUT_S)
     failed = [s for s in ss if s.error or s.expires is None]
     if failed:
