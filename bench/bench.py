@@ -236,7 +236,7 @@ API_IGNORED = {"leases", "nodes", "tokenreviews", "subjectaccessreviews",
 # The resources an operator of the workload (or the loader in its place)
 # writes; the control plane's own writes to them (Events about Deployments
 # and Pods, the namespace controller's deletions) are taken out with the
-# limit's run of the same phase (report.py, operator_api_writes).
+# limit's run of the same phase (report.py, api_writes_per_object).
 OPERATOR_RESOURCES = {
     "flighttickets": {"flighttickets", "flighttickets/status", "configmaps", "events"},
     "challenges": {"challenges", "challenges/status", "namespaces", "secrets", "resourcequotas",
@@ -249,9 +249,10 @@ def apiserver_writes(kube):
     """The apiserver's write requests so far by "VERB resource[/subresource]"
     (apiserver_request_total from its /metrics, every client, every
     response code), or None when /metrics cannot be read."""
+    import http.client
     try:
         status, body = kube.request("GET", "/metrics")
-    except OSError:
+    except (OSError, http.client.HTTPException):
         return None
     if status != 200:
         return None
@@ -329,7 +330,7 @@ def setup_challenges(c, n=1):
               f"--from-literal=token={ADMIN_TOKEN}")
     # One token per team, as a CTF gives each team its own (docs/api.md): the
     # API read path and the teams' checks use them, not the admin token.
-    c.kubectl("apply", "-f", "-", stdin=json.dumps({
+    c.kubectl("create", "-f", "-", stdin=json.dumps({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": "ctf-team-tokens", "namespace": "kopc-system"},
         "stringData": {"team-%05d" % i: team_token(i) for i in range(max(n, 1))}}))
