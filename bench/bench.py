@@ -672,7 +672,7 @@ def measure_warm(args, op, workload, n, out):
             if args.api:
                 s["api"] = measure_api(op, out, min(n, MAX_TOKEN_TEAMS))
         if workload == "challenges" and op.name == "kopc":
-            s["streams"] = streams.measure(pid, op.api_port, ADMIN_TOKEN,
+            s["streams"] = streams.measure(pid, op.api_port, team_token,  # each team its own
                                            min(n, streams.MAX_STREAMS), out)
         op.stop()
         sampler.stop()

@@ -5,7 +5,8 @@ how soon each stream shows the change.
 
 The streams come from 20 loopback addresses (127.0.1.1 ...), as many
 participants would, so the API's per-address cap (64) is not what is
-measured. Each stream is opened with the admin token for team-<i> (the
+measured. Each stream is opened with team-<i>'s own token (token may be a
+function of the team's index; the admin token works too) for team-<i> (the
 loader's Challenge i), parsed as server-sent events, and ready once its
 snapshot has arrived. Memory per stream is the operator's VmRSS and PSS
 with every stream open and its snapshot delivered, less the same before the
@@ -161,7 +162,8 @@ async def _renew(host, port, token, i, sem, answered):
     answered[i] gets the time its answer was read: the API answers after its
     GET and PATCH of the Challenge at the apiserver, so the delivery splits
     in two there."""
-    sent = await request(host, port, token, "POST", f"/api/v1/teams/{_team(i)}/instances/bench/renew",
+    sent = await request(host, port, token(i) if callable(token) else token, "POST",
+                         f"/api/v1/teams/{_team(i)}/instances/bench/renew",
                          sem)
     answered[i] = time.time()
     return sent
