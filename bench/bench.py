@@ -1259,6 +1259,7 @@ def main():
             old = json.load(f)
         results["runs"], results["started"] = old["runs"], old["started"]
         results["load_before"] = old["load_before"]
+        results["order"] = old.get("order", {})  # the rotations of the cells not measured again
         for r in results["runs"]:  # measured at the commit that run recorded
             r.setdefault("commit", old["versions"]["kopc"])
     ops = operators()
