@@ -37,6 +37,7 @@ docs/benchmarks.md between its markers. Only the standard library is needed,
 except matplotlib for the plot (skipped, with a note, when missing).
 """
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -48,6 +49,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 
 import pool  # bench/pool.py: the burst seen on the teams' event streams, with and without a pool
@@ -176,7 +178,123 @@ class Cluster:
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def setup_tickets(c):
+class Kube:
+    """A small client of the apiserver with the devcluster's admin
+    kubeconfig (its client certificate), one keep-alive connection per
+    thread: the harness's own reads and writes (the apiserver's /metrics,
+    the expiry's patches and deletes, the namespaces' count)."""
+
+    def __init__(self, kubeconfig, scratch):
+        import base64
+        import ssl
+        cfg = json.loads(run([os.path.join(BIN, "kubectl"), "--kubeconfig", kubeconfig, "config",
+                              "view", "--raw", "--minify", "-o", "json"]))
+        cluster, user = cfg["clusters"][0]["cluster"], cfg["users"][0]["user"]
+        os.makedirs(scratch, exist_ok=True)
+        files = {}
+        for key, name in (("client-certificate-data", "admin.crt"), ("client-key-data", "admin.key"),
+                          ("certificate-authority-data", "ca.crt")):
+            src = cluster if key.startswith("certificate-authority") else user
+            files[key] = os.path.join(scratch, name)
+            with open(files[key], "wb") as f:
+                f.write(base64.b64decode(src[key]))
+        self.ctx = ssl.create_default_context(cafile=files["certificate-authority-data"])
+        self.ctx.check_hostname = False
+        self.ctx.load_cert_chain(files["client-certificate-data"], files["client-key-data"])
+        u = urllib.parse.urlparse(cluster["server"])
+        self.host, self.port = u.hostname, u.port or 443
+        self.local = threading.local()
+
+    def request(self, method, path, body=None, ctype="application/json"):
+        """(status, body bytes); one retry on a dropped keep-alive connection."""
+        import http.client
+        for attempt in (1, 2):
+            conn = getattr(self.local, "conn", None)
+            if conn is None:
+                conn = self.local.conn = http.client.HTTPSConnection(
+                    self.host, self.port, context=self.ctx, timeout=60)
+            try:
+                data = None if body is None else (body if isinstance(body, bytes)
+                                                   else json.dumps(body).encode())
+                conn.request(method, path, body=data,
+                             headers={"Content-Type": ctype} if data is not None else {})
+                r = conn.getresponse()
+                return r.status, r.read()
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                self.local.conn = None
+                if attempt == 2:
+                    raise
+
+
+# Writes as the apiserver counts them (apiserver_request_total's verb label;
+# APPLY is a server-side apply).
+API_WRITE_VERBS = {"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}
+# Not writes of any operator: node heartbeats, leases, access reviews.
+API_IGNORED = {"leases", "nodes", "tokenreviews", "subjectaccessreviews",
+               "selfsubjectaccessreviews", "selfsubjectrulesreviews"}
+# The resources an operator of the workload (or the loader in its place)
+# writes; the control plane's own writes to them (Events about Deployments
+# and Pods, the namespace controller's deletions) are taken out with the
+# limit's run of the same phase (report.py, api_writes_per_object).
+OPERATOR_RESOURCES = {
+    "flighttickets": {"flighttickets", "flighttickets/status", "configmaps", "events"},
+    "challenges": {"challenges", "challenges/status", "namespaces", "secrets", "resourcequotas",
+                   "limitranges", "networkpolicies", "deployments", "services", "ingresses",
+                   "events"},
+}
+
+
+def apiserver_writes(kube):
+    """The apiserver's write requests so far by "VERB resource[/subresource]"
+    (apiserver_request_total from its /metrics, every client, every
+    response code), or None when /metrics cannot be read."""
+    import http.client
+    try:
+        status, body = kube.request("GET", "/metrics")
+    except (OSError, http.client.HTTPException):
+        return None
+    if status != 200:
+        return None
+    by = {}
+    for line in body.decode().splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}", 1)[0]))
+        if labels.get("verb") not in API_WRITE_VERBS or labels.get("resource") in API_IGNORED:
+            continue
+        key = labels["verb"] + " " + labels.get("resource", "") + (
+            "/" + labels["subresource"] if labels.get("subresource") else "")
+        by[key] = by.get(key, 0) + float(line.rsplit(" ", 1)[1])
+    return by
+
+
+class ApiWrites:
+    """Counts the apiserver's writes over one measured phase: started just
+    before it, done just after; the difference by resource, and the part
+    that went to the workload's operator resources less what the harness
+    itself wrote there (harness_writes: the loader's creates when they are
+    the workload's input, the expiry's patches)."""
+
+    def __init__(self, cluster, workload):
+        self.kube = Kube(cluster.kubeconfig, os.path.join(cluster.dir, "harness"))
+        self.workload = workload
+        self.before = apiserver_writes(self.kube)
+
+    def done(self, harness_writes=0):
+        after = apiserver_writes(self.kube)
+        if self.before is None or after is None:
+            return {"apiserver_writes": None}
+        delta = {k: int(v - self.before.get(k, 0)) for k, v in after.items()
+                 if v - self.before.get(k, 0) > 0}
+        res = OPERATOR_RESOURCES[WORKLOADS[self.workload]["objects"]]
+        mine = sum(v for k, v in delta.items() if k.split(" ", 1)[1] in res)
+        return {"apiserver_writes": delta, "apiserver_op_writes": mine - harness_writes,
+                "apiserver_events": sum(v for k, v in delta.items() if k.endswith(" events")),
+                "harness_writes": harness_writes}
+
+
+def setup_tickets(c, n=0):
     c.kubectl("apply", "-f", os.path.join(ROOT, "examples/flightticket/crd.yaml"))
     wait_established(c, "flighttickets.flights.com")
     c.kubectl("create", "namespace", "bench")
@@ -195,7 +313,12 @@ def warm_up(c, obj):
               "-n", obj["metadata"]["namespace"], obj["metadata"]["name"], "--wait=false")
 
 
-def setup_challenges(c):
+def team_token(i):
+    """Team i's own token for the instance API (the Secret ctf-team-tokens)."""
+    return "bench-team-%05d-" % i + hashlib.sha256(b"team-%d" % i).hexdigest()[:32]
+
+
+def setup_challenges(c, n=1):
     c.kubectl("apply", "-k", os.path.join(ROOT, "config/crd"))
     for crd in ("challenges.ctf.kopc.io", "challengedefinitions.ctf.kopc.io"):
         wait_established(c, crd)
@@ -205,8 +328,12 @@ def setup_challenges(c):
     c.kubectl("apply", "-f", os.path.join(ROOT, "bench/challenge/definition.yaml"))
     c.kubectl("-n", "kopc-system", "create", "secret", "generic", "ctf-api-admin",
               f"--from-literal=token={ADMIN_TOKEN}")
-    c.kubectl("-n", "kopc-system", "create", "secret", "generic", "ctf-team-tokens",
-              "--from-literal=team-00000=bench-team-token-0000000000000000")
+    # One token per team, as a CTF gives each team its own (docs/api.md): the
+    # API read path and the teams' checks use them, not the admin token.
+    c.kubectl("create", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "ctf-team-tokens", "namespace": "kopc-system"},
+        "stringData": {"team-%05d" % i: team_token(i) for i in range(max(n, 1))}}))
     warm_up(c, {"apiVersion": "ctf.kopc.io/v1alpha1", "kind": "Challenge",
                 "metadata": {"name": "warm-up", "namespace": "default"},
                 "spec": {"definition": "none", "team": "none"}})
@@ -372,21 +499,35 @@ def operators():
 # ---- one measurement -----------------------------------------------------------
 
 WORKLOADS = {
-    "flighttickets": {"setup": setup_tickets, "namespace": "bench", "nodes": lambda n: 1},
-    "challenges": {"setup": setup_challenges, "namespace": "ctf",
+    "flighttickets": {"setup": setup_tickets, "namespace": "bench", "objects": "flighttickets",
+                      "nodes": lambda n: 1},
+    "challenges": {"setup": setup_challenges, "namespace": "ctf", "objects": "challenges",
                    "nodes": lambda n: 1 + (n + 99) // 100},  # KWOK nodes hold 110 pods
+    # The first minute of a CTF: N teams within 10 s, on their own streams,
+    # with a warm pool sized for them and without (issue 26).
+    "teams": {"setup": setup_challenges, "namespace": "ctf", "objects": "challenges",
+              "nodes": lambda n: 1 + (n + 99) // 100},
+    # Mass expiry: N instances expiring within EXPIRY_SPREAD_S.
+    "expiry": {"setup": setup_challenges, "namespace": "ctf", "objects": "challenges",
+               "nodes": lambda n: 1 + (n + 99) // 100},
 }
 
 
 BURST_MS = 10000  # the burst scenario: N teams press Create within 10 s
+EXPIRY_SPREAD_S = 60  # mass expiry: N instances expire within one minute
+EXPIRY_LEAD_S = 15    # the first expiry this long after the expiry times are set
+# The phases whose objects are created by the operator's API at a team's
+# request: the create is the operator's write there, not the workload's input.
+API_PHASES = {"burst", "claims-fresh", "claims-pool"}
 
 
 def loader(cluster, workload, n, mode, out, threads, t0=None, timeout=1800, extra=()):
+    objects = WORKLOADS[workload]["objects"]
     cmd = [os.path.join(BIN, "bench-loader"), "--kubeconfig", cluster.kubeconfig, "--workload",
-           workload, "--count", str(n), "--namespace", WORKLOADS[workload]["namespace"],
+           objects, "--count", str(n), "--namespace", WORKLOADS[workload]["namespace"],
            "--mode", mode, "--out", out, "--threads", str(threads), "--timeout", str(timeout),
            *extra]
-    if workload == "challenges":
+    if objects == "challenges":
         cmd += ["--definition", "bench"]
     if t0 is not None:
         cmd += ["--t0-ms", f"{t0 * 1000:.3f}"]
@@ -402,22 +543,65 @@ def fresh_cluster(args, workload, n, tag, pods_per_object=1):
     d = os.path.join(args.clusters, tag)
     subprocess.run(["rm", "-rf", d])
     c = Cluster(d, WORKLOADS[workload]["nodes"](n * pods_per_object))
-    WORKLOADS[workload]["setup"](c)
+    WORKLOADS[workload]["setup"](c, n)
     return c
 
 
-def measure_limit(args, workload, n, out, extra=()):
+def quiet_gate(args):
+    """The quiet gate: with the cluster up (and the operator ready, when one
+    runs), wait until the 1-minute load average is at most --max-load, right
+    before the measured phase; the load it starts with is recorded."""
+    load, quiet = wait_quiet(args.max_load, args.quiet_timeout)
+    if not quiet:
+        log(f"  load average {load[0]:.2f} above {args.max_load}: measured, marked noisy")
+    args.gate = {"load_before": load, "noisy": not quiet}
+
+
+def parallel(fn, items, workers=8):
+    """fn over items on a few threads; the results in order."""
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(workers) as ex:
+        return list(ex.map(fn, items))
+
+
+def make_warm_namespaces(c, n):
+    """The limit of a claim: namespaces bench-warm-<i> with a warm pool's
+    label, for the loader (--claim) to claim; made before the gate, unmeasured."""
+    kube = Kube(c.kubeconfig, os.path.join(c.dir, "harness"))
+
+    def make(i):
+        st, body = kube.request("POST", "/api/v1/namespaces", {
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "bench-warm-%05d" % i, "labels": {"ctf.kopc.io/pool": "bench"}}})
+        if st not in (200, 201):
+            raise RuntimeError(f"warm namespace {i}: HTTP {st} {body[:200]!r}")
+    parallel(make, range(n))
+
+
+def measure_limit(args, workload, n, out, extra=(), phase="limit"):
+    """The loader alone doing the operator's writes (the limit) on a fresh
+    cluster; phase names the operator phase it is the limit of."""
     os.makedirs(out, exist_ok=True)
     c = fresh_cluster(args, workload, n, "limit")
     try:
+        if "--claim" in extra:
+            make_warm_namespaces(c, n)
+        quiet_gate(args)
+        writes = ApiWrites(c, workload)
         sampler = Sampler(os.path.join(out, "samples.csv"), None, c.pid, time.time())
         sampler.start()
         dc0 = proc_cpu(c.pid)
         s = loader(c, workload, n, "alone", out, args.threads, extra=extra)
         dc1 = proc_cpu(c.pid)
         sampler.stop()
+        # In an API phase the create is the operator's write (a team's request).
+        s.update(writes.done(0 if phase in API_PHASES else n))
+        s["own_writes"] = s.get("operator_writes", 0) + (n if phase in API_PHASES else 0)
         s["devcluster_cpu_s"] = dc1 - dc0
         s["writes_per_object"] = s.get("operator_writes", 0) / n
+        if "--claim" in extra:
+            s["served_from_pool"] = len(c.kubectl(
+                "get", "ns", "-l", "ctf.kopc.io/pool,ctf.kopc.io/challenge", "-o", "name").split())
         return s
     finally:
         c.stop()
@@ -463,10 +647,13 @@ def measure_warm(args, op, workload, n, out):
     c = fresh_cluster(args, workload, n, "warm")
     try:
         pid, sampler, t_ready = start_measured(op, c, out, n)
+        quiet_gate(args)
+        writes = ApiWrites(c, workload)
         cpu0, dc0 = proc_cpu(pid), proc_cpu(c.pid)
         prof = Profile(args, op, pid, out)
         s = loader(c, workload, n, "operator", out, args.threads)
         cpu1, dc1 = proc_cpu(pid), proc_cpu(c.pid)
+        s.update(writes.done(n))  # the loader's creates are the input, not the operator's
         prof.stop()
         if prof.proc:
             s["profiled"] = True
@@ -478,10 +665,14 @@ def measure_warm(args, op, workload, n, out):
         pss = proc_pss_kib(pid)
         mem = proc_status(pid)
         hwm = mem.get("VmHWM")
-        if workload == "challenges" and op.name == "kopc" and args.api:
-            s["api"] = measure_api(op, out, n)
         if workload == "challenges" and op.name == "kopc":
-            s["streams"] = streams.measure(pid, op.api_port, ADMIN_TOKEN,
+            # Every team reads its own instance with its own token (and is
+            # refused another's); then the read path's speed, by wrk.
+            s["team_reads"] = team_reads(op, min(n, MAX_TOKEN_TEAMS))
+            if args.api:
+                s["api"] = measure_api(op, out, min(n, MAX_TOKEN_TEAMS))
+        if workload == "challenges" and op.name == "kopc":
+            s["streams"] = streams.measure(pid, op.api_port, team_token,  # each team its own
                                            min(n, streams.MAX_STREAMS), out)
         op.stop()
         sampler.stop()
@@ -519,11 +710,14 @@ def measure_burst(args, op, workload, n, out):
     c = fresh_cluster(args, workload, n, "burst")
     try:
         pid, sampler, _ = start_measured(op, c, out, n)
+        quiet_gate(args)
+        writes = ApiWrites(c, workload)
         cpu0 = proc_cpu(pid)
         s = loader(c, workload, n, "api", out, args.threads,
                    extra=("--spread-ms", str(BURST_MS), "--api", f"http://127.0.0.1:{op.api_port}",
                           "--api-token", ADMIN_TOKEN))
         s["cpu_s"] = proc_cpu(pid) - cpu0
+        s.update(writes.done(0))
         by_method = op.requests()
         s["writes_per_object"] = writes_of(by_method) / n if by_method else None
         op.stop()
@@ -563,11 +757,16 @@ def measure_claims(args, op, workload, n, out, pooled):
                       "-p", json.dumps({"spec": {"pool": {"min": n}}}))
             warmup_s = wait_pool_ready(c, n)
             time.sleep(2)  # the pool's own writes settle before the burst
+        quiet_gate(args)
+        writes = ApiWrites(c, workload)
         cpu0 = proc_cpu(pid)
-        s = pool.measure(op.api_port, ADMIN_TOKEN, n, "bench", out)
+        s = pool.measure(op.api_port, team_token, n, "bench", out)  # each team its own token
+        s.update(writes.done(0))
         claimed = c.kubectl("get", "ns", "-l", "ctf.kopc.io/pool,ctf.kopc.io/challenge", "-o", "name")
         s.update({"pool": n if pooled else 0, "pool_warmup_s": warmup_s,
-                  "served_from_pool": sum(1 for x in claimed.split() if x.startswith("namespace/")), "cpu_s": proc_cpu(pid) - cpu0})
+                  "served_from_pool": sum(1 for x in claimed.split() if x.startswith("namespace/")),
+                  "cpu_s": proc_cpu(pid) - cpu0,
+                  "cpu_ms_per_object": (proc_cpu(pid) - cpu0) * 1000 / n})
         op.stop()
         sampler.stop()
         s["operator_exit"] = op.proc.returncode
@@ -585,12 +784,15 @@ def measure_cold(args, op, workload, n, out):
         pre = loader(c, workload, n, "create", out, args.threads)
         if pre["errors"]:
             raise RuntimeError(f"cold start: {pre['errors']} creates failed")
+        quiet_gate(args)
+        writes = ApiWrites(c, workload)
         t0 = time.time()
         pid = op.start(c, os.path.join(out, "operator.log"), n)
         sampler = Sampler(os.path.join(out, "samples.csv"), pid, c.pid, op.t_start)
         sampler.start()
         s = loader(c, workload, n, "wait", out, 1, t0=op.t_start)
         cpu = proc_cpu(pid)
+        s.update(writes.done(0))  # the creates came before the count began
         s["reconciles"] = op.reconciles(os.path.join(out, "metrics.txt"))
         hwm = proc_status(pid).get("VmHWM")
         op.stop()
@@ -605,12 +807,179 @@ def measure_cold(args, op, workload, n, out):
         c.stop()
 
 
+# ---- mass expiry ------------------------------------------------------------------
+
+NS_SELECTOR = "app.kubernetes.io/managed-by=kopc-ctf"
+
+
+def instance_namespaces(kube):
+    """The instance namespaces now: {name: the Challenge's name}."""
+    st, body = kube.request("GET", "/api/v1/namespaces?labelSelector="
+                            + urllib.parse.quote(NS_SELECTOR))
+    if st != 200:
+        raise RuntimeError(f"list namespaces: HTTP {st}")
+    return {x["metadata"]["name"]: x["metadata"].get("labels", {}).get("ctf.kopc.io/challenge")
+            for x in json.loads(body)["items"]}
+
+
+def expiry_schedule(n, quick):
+    """When instance i expires: whole seconds (expiresAt's resolution), the
+    N spread over EXPIRY_SPREAD_S (5 s in the quick mode), the first
+    EXPIRY_LEAD_S (3 s) from now."""
+    import math
+    spread, lead = (5, 3) if quick else (EXPIRY_SPREAD_S, EXPIRY_LEAD_S)
+    base = math.ceil(time.time() + lead)
+    return [base + math.ceil(spread * i / n) for i in range(n)]
+
+
+def wait_gone(kube, names, due, timeout):
+    """Poll until every instance namespace in names (index -> name) is gone;
+    the figures: per instance its due time -> gone, and the due time of the
+    first -> the last gone."""
+    gone = {}
+    end = max(due) + timeout
+    while len(gone) < len(names) and time.time() < end:
+        now = time.time()
+        present = instance_namespaces(kube)
+        for i, name in names.items():
+            if i not in gone and name not in present:
+                gone[i] = now
+        time.sleep(0.5)
+    lat = [(gone[i] - due[i]) * 1000 for i in gone]
+    return {"done": len(gone), "latency_ms": {"n": len(lat), "p90": streams._percentile(lat, 90),
+                                              **streams.spread(lat)},
+            "converge_s": (max(gone.values()) - min(due)) if len(gone) == len(names) else None,
+            "first_due_to_last_due_s": max(due) - min(due)}
+
+
+def instance_names(kube, n):
+    """index -> instance namespace of the loader's Challenges chal-<i>."""
+    names = {}
+    for ns, chal in instance_namespaces(kube).items():
+        if chal and chal.startswith("chal-"):
+            names[int(chal[5:])] = ns
+    if len(names) != n:
+        raise RuntimeError(f"{len(names)} instance namespaces of {n}")
+    return names
+
+
+def measure_expiry(args, op, workload, n, out):
+    """Mass expiry with the operator: N Running instances, each Challenge's
+    spec.expiresAt set so that they expire within EXPIRY_SPREAD_S; the
+    operator deletes each expired Challenge, its finalizer the namespace.
+    Due time -> namespace gone, and the first due -> the last gone."""
+    os.makedirs(out, exist_ok=True)
+    c = fresh_cluster(args, workload, n, "expiry")
+    try:
+        pid, sampler, _ = start_measured(op, c, out, n)
+        pre = loader(c, workload, n, "operator", out, args.threads)  # unmeasured: the instances
+        if pre["done"] != n:
+            raise RuntimeError(f"expiry: {pre['done']} of {n} instances Running before it")
+        kube = Kube(c.kubeconfig, os.path.join(c.dir, "harness"))
+        names = instance_names(kube, n)
+        quiet_gate(args)
+        writes = ApiWrites(c, workload)
+        cpu0 = proc_cpu(pid)
+        due = expiry_schedule(n, args.quick)
+
+        def set_expiry(i):
+            at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(due[i]))
+            st, body = kube.request(
+                "PATCH", f"/apis/ctf.kopc.io/v1alpha1/namespaces/ctf/challenges/chal-{i:05d}",
+                {"spec": {"expiresAt": at}}, "application/merge-patch+json")
+            if st != 200:
+                raise RuntimeError(f"expiresAt of chal-{i:05d}: HTTP {st} {body[:200]!r}")
+        parallel(set_expiry, range(n))
+        late = max(0.0, time.time() - min(due))
+        s = wait_gone(kube, names, due, 1800)
+        st, body = kube.request("GET", "/apis/ctf.kopc.io/v1alpha1/namespaces/ctf/challenges")
+        left = len(json.loads(body)["items"]) if st == 200 else None
+        s.update({"challenges_left": left, "expiry_set_late_s": late,
+                  "cpu_s": proc_cpu(pid) - cpu0})
+        s.update(writes.done(n))  # the harness's expiresAt patches
+        op.stop()
+        sampler.stop()
+        s["operator_exit"] = op.proc.returncode
+        return s
+    finally:
+        if op.proc.poll() is None:
+            op.proc.kill()
+        c.stop()
+
+
+def measure_limit_expiry(args, workload, n, out):
+    """The limit of mass expiry: the loader alone made the N instances; at
+    instance i's due time the harness deletes its Challenge and its
+    namespace, as the operator does; due time -> namespace gone."""
+    os.makedirs(out, exist_ok=True)
+    c = fresh_cluster(args, workload, n, "limit")
+    try:
+        pre = loader(c, workload, n, "alone", out, args.threads)  # unmeasured: the instances
+        if pre["done"] != n:
+            raise RuntimeError(f"expiry: {pre['done']} of {n} instances Running before it")
+        kube = Kube(c.kubeconfig, os.path.join(c.dir, "harness"))
+        names = instance_names(kube, n)
+        quiet_gate(args)
+        writes = ApiWrites(c, workload)
+        sampler = Sampler(os.path.join(out, "samples.csv"), None, c.pid, time.time())
+        sampler.start()
+        due = expiry_schedule(n, args.quick)
+        errors = []
+
+        def expire(i):
+            time.sleep(max(0.0, due[i] - time.time()))
+            for path in (f"/apis/ctf.kopc.io/v1alpha1/namespaces/ctf/challenges/chal-{i:05d}",
+                         f"/api/v1/namespaces/{names[i]}"):
+                st, _ = kube.request("DELETE", path)
+                if st not in (200, 202):
+                    errors.append(f"DELETE {path}: HTTP {st}")
+        t = threading.Thread(target=parallel, args=(expire, range(n)), daemon=True)
+        t.start()
+        s = wait_gone(kube, names, due, 1800)
+        t.join()
+        sampler.stop()
+        if errors:
+            raise RuntimeError(f"{len(errors)} deletes failed: {errors[0]}")
+        s.update({"own_writes": 2 * n, "writes_per_object": 2.0})
+        s.update(writes.done(0))
+        return s
+    finally:
+        c.stop()
+
+
 # ---- the API read path ---------------------------------------------------------
 
-def wrk(url, header, out, name, duration):
+MAX_TOKEN_TEAMS = 1000  # the API read path: this many teams, each with its own token
+
+
+def team_reads(op, n):
+    """Each of n teams reads its own instance with its own token (200), and
+    is refused with another team's token; the counts."""
+    ok = refused = 0
+    for i in range(n):
+        for token, want in ((team_token(i), True), (team_token((i + 1) % n), False)):
+            if n == 1 and not want:
+                continue
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{op.api_port}/api/v1/teams/team-{i:05d}/instances/bench",
+                headers={"Authorization": f"Bearer {token}"})
+            try:
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    code = r.status
+            except urllib.error.HTTPError as e:
+                code = e.code
+            if want and code == 200:
+                ok += 1
+            elif not want and code in (401, 403, 404):
+                refused += 1
+    return {"teams": n, "own_token_ok": ok, "other_token_refused": refused if n > 1 else None}
+
+def wrk(url, header, out, name, duration, script=None):
     cmd = ["wrk", "-t2", "-c32", f"-d{duration}s", "--latency", url]
     if header:
         cmd[1:1] = ["-H", header]
+    if script:
+        cmd[1:1] = ["-s", script]
     text = run(cmd)
     with open(os.path.join(out, f"wrk-{name}.txt"), "w") as f:
         f.write(text)
@@ -628,12 +997,22 @@ def measure_api(op, out, n):
         log("wrk or nginx missing: API read path skipped")
         return None
     url = f"http://127.0.0.1:{op.api_port}/api/v1/teams/team-00001/instances/bench"
-    header = f"Authorization: Bearer {ADMIN_TOKEN}"
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {team_token(1 % n)}"})
     with urllib.request.urlopen(req, timeout=5) as r:
         body = r.read()
+    # Each request: a team drawn at random of the n, reading its own
+    # instance with its own token (not the admin token).
+    script = os.path.join(out, "teams.lua")
+    with open(script, "w") as f:
+        f.write("local tokens = {" + ",".join(f'"{team_token(i)}"' for i in range(n)) + "}\n")
+        f.write(f"local n = {n}\n")
+        f.write("request = function()\n  local i = math.random(0, n - 1)\n"
+                "  return wrk.format(\"GET\", string.format("
+                "\"/api/v1/teams/team-%05d/instances/bench\", i),\n"
+                "    {[\"Authorization\"] = \"Bearer \" .. tokens[i + 1]})\nend\n")
     dur = 3 if n < 100 else 10
-    res = {"bytes": len(body), "kopc": wrk(url, header, out, "kopc", dur)}
+    res = {"bytes": len(body), "teams": n, "token": "each team its own",
+           "kopc": wrk(url, None, out, "kopc", dur, script)}
     www = os.path.join(out, "nginx")
     os.makedirs(www, exist_ok=True)
     with open(os.path.join(www, "instance.json"), "wb") as f:
@@ -732,27 +1111,81 @@ def wait_quiet(max_load, timeout):
         time.sleep(5)
 
 
-def measure(args, results, workload, n, trial, name, phase, fn, label=None):
-    """measure runs one measurement after the load gate and records it."""
+def measure(args, results, workload, n, trial, name, phase, fn, label=None, order=None):
+    """measure runs one measurement and records it. The measurement itself
+    calls quiet_gate once its cluster is up, right before the measured
+    phase; order is the operator's place in its trial's rotation."""
     tag = f"{workload}-{n}"
     log(f"{tag} trial {trial}: {name} {phase}")
-    load, quiet = wait_quiet(args.max_load, args.quiet_timeout)
-    if not quiet:
-        log(f"  load average {load[0]:.2f} above {args.max_load}: measured, marked noisy")
+    args.gate = None
     try:
         s = fn()
         s["load_after"] = os.getloadavg()
     except Exception as e:  # report, keep going
         log(f"  FAILED: {e}")
         s = {"done": 0, "error": str(e)}
-    run = {"workload": workload, "n": n, "operator": name, "phase": phase, "trial": trial,
-           "commit": results["versions"]["kopc"], "load_before": load, "noisy": not quiet, **s}
+    gate = args.gate or {"load_before": os.getloadavg(), "noisy": False, "not_gated": True}
+    # What the measurement returned, under the run's own identity (the
+    # loader's summary names its objects' kind, not the cell).
+    run = {**gate, **s, "workload": workload, "n": n, "operator": name, "phase": phase,
+           "trial": trial, "order": order, "commit": results["versions"]["kopc"]}
     if label:
         run["label"] = label
     record(results, run, args.out)
     if "converge_s" in s:
         log(f"  done {s['done']}/{n} in {s['converge_s']:.2f}s"
             + (f", peak RSS {s['peak_rss_mib']:.1f} MiB" if s.get("peak_rss_mib") else ""))
+
+
+def plan(args, ops, workload, n, phases, only_ops):
+    """What a cell measures: [(operator, [(phase, fn(out), label), ...])],
+    the limit first; its order is rotated per trial (main)."""
+    objects = WORKLOADS[workload]["objects"]
+    units = []
+
+    def want(name):
+        return not only_ops or name in only_ops
+    lim = []
+    if workload in ("flighttickets", "challenges"):
+        if {"warm", "cold"} & set(phases):
+            lim.append(("limit", lambda out: measure_limit(args, workload, n, out), None))
+        if workload == "challenges" and "burst" in phases:
+            lim.append(("burst", lambda out: measure_limit(
+                args, workload, n, out, ("--spread-ms", str(BURST_MS)), "burst"), None))
+    elif workload == "teams" and "claims" in phases:
+        # The same arrival rate: N creates paced over 10 s, the loader doing
+        # an instance's writes (no pool) or a claim's (a warm namespace).
+        lim.append(("claims-fresh", lambda out: measure_limit(
+            args, workload, n, out, ("--spread-ms", str(BURST_MS)), "claims-fresh"), None))
+        lim.append(("claims-pool", lambda out: measure_limit(
+            args, workload, n, out, ("--spread-ms", str(BURST_MS), "--claim", "1"),
+            "claims-pool"), None))
+    elif workload == "expiry" and "expiry" in phases:
+        lim.append(("expiry", lambda out: measure_limit_expiry(args, workload, n, out), None))
+    if lim and want("limit"):
+        units.append(("limit", lim))
+    for op in ops:
+        if op.workload != objects or not want(op.name):
+            continue
+        steps = []
+
+        def step(phase, fn, op=op):
+            steps.append((phase, lambda out: fn(args, op, workload, n, out), op.label))
+        if workload in ("flighttickets", "challenges"):
+            if "warm" in phases:
+                step("warm", measure_warm)
+            if "cold" in phases:
+                step("cold", measure_cold)
+            if "burst" in phases and op.api:
+                step("burst", measure_burst)
+        elif workload == "teams" and "claims" in phases and op.name == "kopc":
+            step("claims-fresh", lambda *a: measure_claims(*a, False))
+            step("claims-pool", lambda *a: measure_claims(*a, True))
+        elif workload == "expiry" and "expiry" in phases and op.name == "kopc":
+            step("expiry", measure_expiry)
+        if steps:
+            units.append((op.name, steps))
+    return units
 
 
 def main():
@@ -764,11 +1197,13 @@ def main():
     ap.add_argument("--only", default="", help="comma list of workloads (flighttickets, "
                     "challenges-1000, ...) and/or operators (limit, kopc, controller-runtime, kopf)")
     ap.add_argument("--trials", type=int, default=None,
-                    help="measurements of each operator, interleaved (default 3; quick: 1)")
-    ap.add_argument("--phases", default="warm,cold,burst,claims",
-                    help="warm, cold, burst (challenges: the instance API, paced) and/or "
-                    "claims (kopc: the burst on the teams' event streams, with and without a "
-                    "warm pool)")
+                    help="measurements of each operator, interleaved and rotated (default: the "
+                    "least multiple of the cell's operator count that is 3 or more; quick: 1)")
+    ap.add_argument("--phases", default="warm,cold,burst,claims,expiry",
+                    help="warm, cold, burst (challenges: the instance API, paced), claims "
+                    "(the teams cells: the burst on the teams' event streams, with and without "
+                    "a warm pool, and the limit of each) and/or expiry (the expiry cells: mass "
+                    "expiry, kopc and the limit)")
     ap.add_argument("--sizes", default="", help="override N, e.g. challenges=100,1000,5000")
     ap.add_argument("--max-load", type=float, default=2.5,
                     help="1-minute load average a measurement waits for (the measurement alone "
@@ -784,8 +1219,6 @@ def main():
                     help="keep the measurements of OUT/results.json not measured again")
     args = ap.parse_args()
     args.out = os.path.abspath(args.out)  # operators run in their output directories
-    if args.trials is None:
-        args.trials = 1 if args.quick else 3
     args.perf = {x for x in args.perf.split(",") if x}
     if args.perf and args.write_doc:
         log("refusing --write-doc with --perf: a profiled operator runs slower")
@@ -800,8 +1233,9 @@ def main():
     def interrupted(signum, frame):
         raise KeyboardInterrupt  # unwinds through the finally blocks: clusters stopped
     signal.signal(signal.SIGTERM, interrupted)
-    sizes = ({"flighttickets": [50], "challenges": [10]} if args.quick
-             else {"flighttickets": [1000, 10000], "challenges": [100, 1000]})
+    sizes = ({"flighttickets": [50], "challenges": [10], "teams": [5], "expiry": [5]}
+             if args.quick else {"flighttickets": [1000, 10000], "challenges": [100, 1000],
+                                 "teams": [100, 1000, 2000], "expiry": [1000]})
     for spec in filter(None, args.sizes.split(";")):
         w, ns = spec.split("=")
         sizes[w] = [int(x) for x in ns.split(",")]
@@ -812,7 +1246,7 @@ def main():
     only = [x for x in args.only.split(",") if x]
 
     vers = versions()
-    results = {"quick": args.quick, "versions": vers, "runs": [], "trials": args.trials,
+    results = {"quick": args.quick, "versions": vers, "runs": [], "trials": args.trials or "rotated",
                "max_load": args.max_load, "dirty": vers["kopc"].endswith("(dirty tree)"),
                "load_before": os.getloadavg(),
                "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
@@ -825,45 +1259,40 @@ def main():
             old = json.load(f)
         results["runs"], results["started"] = old["runs"], old["started"]
         results["load_before"] = old["load_before"]
+        results["order"] = old.get("order", {})  # the rotations of the cells not measured again
         for r in results["runs"]:  # measured at the commit that run recorded
             r.setdefault("commit", old["versions"]["kopc"])
     ops = operators()
     op_names = {"limit", "kopc", "controller-runtime", "kopf"}
     only_ops = {x for x in only if x in op_names}
     only_sizes = {x for x in only if x not in op_names}
+    results["order"] = results.get("order", {})
     for workload, ns in sizes.items():
         for n in ns:
             tag = f"{workload}-{n}"
             if only_sizes and not ({workload, tag} & only_sizes):
                 continue
-            # Trials interleaved (limit, A, B, ..., limit, A, B, ...): a slow
-            # spell of the machine lands on every operator alike.
-            for trial in range(1, args.trials + 1):
+            units = plan(args, ops, workload, n, phases, only_ops)
+            if not units:
+                continue
+            # Trials interleaved and rotated (a Latin square): trial k starts
+            # with the k-th operator of the cell, so over a multiple of the
+            # operators' count every one runs first, second, ... and last
+            # equally often, and a slow spell of the machine, or the load a
+            # heavy phase leaves behind, lands on every one alike.
+            k = len(units)
+            trials = args.trials or (1 if args.quick else k * -(-3 // k))
+            results["order"][tag] = {}
+            for trial in range(1, trials + 1):
                 tdir = os.path.join(args.out, tag, f"trial-{trial}")
-                if (not only_ops or "limit" in only_ops) and {"warm", "cold"} & set(phases):
-                    measure(args, results, workload, n, trial, "limit", "limit",
-                            lambda: measure_limit(args, workload, n, os.path.join(tdir, "limit")))
-                if not only_ops or "limit" in only_ops:
-                    if workload == "challenges" and "burst" in phases:
-                        measure(args, results, workload, n, trial, "limit", "burst",
-                                lambda: measure_limit(args, workload, n,
-                                                      os.path.join(tdir, "limit-burst"),
-                                                      ("--spread-ms", str(BURST_MS))))
-                for op in ops:
-                    if op.workload != workload or (only_ops and op.name not in only_ops):
-                        continue
-                    for phase, fn in (("warm", measure_warm), ("cold", measure_cold),
-                                      ("burst", measure_burst),
-                                      ("claims-fresh", lambda *a: measure_claims(*a, False)),
-                                      ("claims-pool", lambda *a: measure_claims(*a, True))):
-                        if phase.split("-")[0] not in phases or (phase != "warm" and phase != "cold"
-                                                                and not op.api):
-                            continue
-                        if phase.startswith("claims") and op.name != "kopc":
-                            continue
-                        out = os.path.join(tdir, f"{op.name}-{phase}")
-                        measure(args, results, workload, n, trial, op.name, phase,
-                                lambda: fn(args, op, workload, n, out), op.label)
+                shift = (trial - 1) % k
+                rotated = units[shift:] + units[:shift]
+                results["order"][tag][str(trial)] = [name for name, _ in rotated]
+                for pos, (name, steps) in enumerate(rotated, 1):
+                    for phase, fn, label in steps:
+                        out = os.path.join(tdir, "limit" if phase == "limit" else f"{name}-{phase}")
+                        measure(args, results, workload, n, trial, name, phase,
+                                lambda: fn(out), label, order=pos)
             subprocess.run(["rm", "-rf", args.clusters])
     results["load_after"] = os.getloadavg()
     results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # smoke_test.sh - the benchmark harness in its quick mode (ctest e2e_bench_smoke,
-# so `make test` proves it works): a few objects per operator, then
+# so `make test` proves it works): a few objects per operator and cell, then
 # bench/check.py asserts the output is sane - every object reconciled by
-# every operator, every CSV non-empty, the table and the plot written. It
-# never asserts a time: benchmarks are not tests.
+# every operator, every team served (from the pool in the pooled runs),
+# every expiring instance gone, every team's own token accepted and another
+# team's refused, writes counted by the apiserver, every measurement gated
+# and placed in its trial's order, every CSV non-empty, the tables and the
+# plots written. It never asserts a time: benchmarks are not tests.
 #
 # Env: KOP_TEST_TMP (scratch directory).
 set -euo pipefail

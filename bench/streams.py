@@ -5,7 +5,8 @@ how soon each stream shows the change.
 
 The streams come from 20 loopback addresses (127.0.1.1 ...), as many
 participants would, so the API's per-address cap (64) is not what is
-measured. Each stream is opened with the admin token for team-<i> (the
+measured. Each stream is opened with team-<i>'s own token (token may be a
+function of the team's index; the admin token works too) for team-<i> (the
 loader's Challenge i), parsed as server-sent events, and ready once its
 snapshot has arrived. Memory per stream is the operator's VmRSS and PSS
 with every stream open and its snapshot delivered, less the same before the
@@ -161,7 +162,8 @@ async def _renew(host, port, token, i, sem, answered):
     answered[i] gets the time its answer was read: the API answers after its
     GET and PATCH of the Challenge at the apiserver, so the delivery splits
     in two there."""
-    sent = await request(host, port, token, "POST", f"/api/v1/teams/{_team(i)}/instances/bench/renew",
+    sent = await request(host, port, token(i) if callable(token) else token, "POST",
+                         f"/api/v1/teams/{_team(i)}/instances/bench/renew",
                          sem)
     answered[i] = time.time()
     return sent
@@ -181,9 +183,12 @@ def _percentile(xs, p):
 
 async def open_streams(cls, host, port, token, n):
     """Open one stream of class cls per team 0..n-1 and wait for every
-    snapshot; (streams, their tasks). Fails when one did not open."""
+    snapshot; (streams, their tasks). token is one bearer token for all, or
+    a function of the team's index giving each team its own. Fails when one
+    did not open."""
     ss = [cls(i) for i in range(n)]
-    tasks = [asyncio.create_task(s.run(host, port, token)) for s in ss]
+    tasks = [asyncio.create_task(s.run(host, port, token(s.i) if callable(token) else token))
+             for s in ss]
     await asyncio.wait_for(asyncio.gather(*(s.snapshot.wait() for s in ss)), OPEN_TIMEOUT_S)
     failed = [s for s in ss if s.error or s.expires is None]
     if failed:

@@ -34,6 +34,14 @@
  *             instances/<definition> with the bearer token of --api-token;
  *             the operator creates the Challenge (the burst scenario).
  *
+ * --claim       (challenges, alone) the limit for a claim from a warm pool:
+ *             instead of building the instance, the loader claims the
+ *             namespace bench-warm-<i> (made beforehand, unmeasured, by the
+ *             harness) with a merge patch of its labels, as ctf-operator's
+ *             claim does, and patches the Challenge Running at once (a warm
+ *             instance's pods are already Ready): a claim's writes, the
+ *             create, the claim patch and the status.
+ *
  * --spread-ms MS paces the creates (any mode): object i is sent MS * i / N
  * milliseconds after the first, so N teams press Create within MS (the
  * burst scenario: 1,000 within 10 s). Without it, as fast as possible.
@@ -111,6 +119,7 @@ static struct {
     double first_ms;  /* when the first create was due (paced runs) */
     long timeout_s;
     bool tickets; /* else challenges */
+    bool claim;   /* challenges, alone: claim warm namespaces (--claim) */
     const char *prefix;
 
     struct record *rec;
@@ -323,6 +332,35 @@ static kop_err challenge_writes(kop_client *c, int i, const json_t *chal, kop_st
     return err;
 }
 
+/*
+ * claim_writes does a warm-pool claim's writes for challenge i (alone mode,
+ * --claim): the merge patch that labels the warm namespace bench-warm-<i>
+ * for the Challenge and carries its uid (what ctf-operator's claim_one
+ * writes), then its status Running in that namespace.
+ */
+static kop_err claim_writes(kop_client *c, int i, const json_t *chal, kop_status *st)
+{
+    char ns[64];
+    snprintf(ns, sizeof ns, "bench-warm-%05d", i);
+    const char *uid = kop_meta_uid(chal);
+    json_t *patch = json_pack("{s:{s:{s:s, s:s}, s:{s:s}}}", "metadata", "labels",
+                              CTF_LABEL_CHALLENGE, kop_meta_name(chal), CTF_LABEL_CHALLENGE_NS,
+                              L.ns, "annotations", CTF_ANNOTATION_CHALLENGE_UID, uid ? uid : "");
+    kop_patch_req req = {.target = {&CHILD_KINDS[0], NULL, ns}, .type = KOP_PATCH_MERGE,
+                         .patch = patch};
+    kop_err err = patch ? kop_patch_object(c, &req, NULL, st) : KOP_ENOMEM;
+    atomic_fetch_add(&L.nwrites, 1);
+    json_decref(patch);
+    if (err)
+        return err;
+    json_t *status = json_pack("{s:s, s:s, s:s}", "currentStatus", "Running", "message",
+                               "instance running", "namespace", ns);
+    err = status ? kop_patch_status(c, &CHALLENGES, chal, status, NULL, st) : KOP_ENOMEM;
+    atomic_fetch_add(&L.nwrites, 1);
+    json_decref(status);
+    return err;
+}
+
 /* patcher writes the Running status of the challenges queued (alone mode). */
 static void *patcher(void *arg)
 {
@@ -516,7 +554,9 @@ static void *creator(void *arg)
                                        L.mode == MODE_ALONE ? &stored : NULL, &st);
         L.rec[i].created = now_ms();
         if (!err && L.mode == MODE_ALONE)
-            err = L.tickets ? ticket_writes(c, stored, &st) : challenge_writes(c, i, stored, &st);
+            err = L.tickets  ? ticket_writes(c, stored, &st)
+                  : L.claim ? claim_writes(c, i, stored, &st)
+                            : challenge_writes(c, i, stored, &st);
         if (err) {
             atomic_fetch_add(&L.nerrors, 1);
             fprintf(stderr, "bench-loader: object %d: %s: %s\n", i, kop_strerror(err), st.message);
@@ -674,7 +714,7 @@ static void usage(void)
     fprintf(stderr, "usage: bench-loader --kubeconfig PATH --workload flighttickets|challenges "
                     "--count N --namespace NS --out DIR [--mode operator|alone|create|wait] "
                     "[--threads T] [--definition NAME] [--t0-ms MS] [--timeout S] "
-                    "[--spread-ms MS] [--mode api --api URL --api-token TOKEN]\n");
+                    "[--spread-ms MS] [--claim 1] [--mode api --api URL --api-token TOKEN]\n");
     exit(2);
 }
 
@@ -708,6 +748,8 @@ static void parse_args(int argc, char **argv)
             L.timeout_s = atol(v);
         else if (!strcmp(f, "--spread-ms"))
             L.spread_ms = strtod(v, NULL);
+        else if (!strcmp(f, "--claim"))
+            L.claim = strcmp(v, "0") != 0;
         else if (!strcmp(f, "--api"))
             L.api = v;
         else if (!strcmp(f, "--api-token"))
@@ -770,7 +812,7 @@ int main(int argc, char **argv)
     struct child_watch children[] = {{.res = &DEPLOYMENTS, .on_event = deployment_event},
                                      {.res = &SLICES, .on_event = slice_event}};
     bool waits = L.mode != MODE_CREATE;
-    bool alone_chal = L.mode == MODE_ALONE && !L.tickets;
+    bool alone_chal = L.mode == MODE_ALONE && !L.tickets && !L.claim;
 
     if (waits) {
         prime(&w); /* the watch starts before the first create */

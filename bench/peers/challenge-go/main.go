@@ -13,7 +13,12 @@
 // changes), definitions, and the instances' namespaces, Deployments, Pods,
 // Services and EndpointSlices selected by the managed-by label (cached with that label
 // selector only, as kopc's informers are), mapped back by labels. The same
-// concurrency: 4 workers, ctf-operator's max_concurrent.
+// concurrency: 4 workers, ctf-operator's max_concurrent. The same cache
+// settings: managedFields stripped (cache.TransformStripManagedFields, as
+// libkop's cache drops them). The same admission: counts per team and in
+// all kept under one lock, fed by the Challenge informer's events, O(1) per
+// question (operators/ctf/admission.c), where it used to walk every
+// admitted Challenge and list the cache.
 //
 // Not ported (the benchmark does not use them): the HTTP API, dynamic
 // flags, ingresses, Internet egress, waking quota-refused Challenges when
@@ -40,6 +45,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -71,9 +77,8 @@ type Reconciler struct {
 	MaxPerTeam  int
 	MaxTotal    int
 
-	mu       sync.Mutex        // admission
-	admitted map[string]string // uid -> "namespace/team"
-	applied  appliedTable      // what each instance was last applied as
+	adm     *admission   // the quotas' counts
+	applied appliedTable // what each instance was last applied as
 }
 
 type observation struct {
@@ -231,60 +236,106 @@ func isAdmitted(c *Challenge) bool {
 	return c.Status.Namespace != ""
 }
 
-// countOthers counts admitted instances other than chal's, in its team or in all.
-func (r *Reconciler) countOthers(ctx context.Context, chal *Challenge, teamKey string, byTeam bool) int {
-	n := 0
-	for uid, team := range r.admitted {
-		if uid != string(chal.UID) && (!byTeam || team == teamKey) {
-			n++
-		}
+// admission keeps the quotas' counts as kopc's operators/ctf/admission.c
+// does: the set of admitted Challenges (uid -> "namespace/team"), a count
+// per team and a total, under one lock. Two sources fill it, united by uid:
+// the reconciler's own decisions, and the Challenge cache's events (a
+// Challenge the cache shows admitted enters the set, one being deleted or
+// deleted leaves it), so every question is O(1) and nothing lists the cache.
+type admission struct {
+	mu       sync.Mutex
+	admitted map[string]string // uid -> "namespace/team"
+	perTeam  map[string]int
+	total    int
+}
+
+func newAdmission() *admission {
+	return &admission{admitted: map[string]string{}, perTeam: map[string]int{}}
+}
+
+// add puts uid in the set (lock held).
+func (a *admission) add(uid, key string) {
+	if _, ok := a.admitted[uid]; ok {
+		return
 	}
-	var list ChallengeList
-	var opts []client.ListOption
-	if byTeam {
-		opts = append(opts, client.MatchingFields{"spec.team": chal.Spec.Team})
+	a.admitted[uid] = key
+	a.perTeam[key]++
+	a.total++
+}
+
+// drop takes uid out of the set (lock held).
+func (a *admission) drop(uid string) {
+	key, ok := a.admitted[uid]
+	if !ok {
+		return
 	}
-	if err := r.List(ctx, &list, opts...); err != nil {
-		return n
+	delete(a.admitted, uid)
+	if a.perTeam[key]--; a.perTeam[key] <= 0 {
+		delete(a.perTeam, key)
 	}
-	for i := range list.Items {
-		c := &list.Items[i]
-		if byTeam && c.Namespace != chal.Namespace {
-			continue
-		}
-		if _, known := r.admitted[string(c.UID)]; c.UID != chal.UID && isAdmitted(c) && !known {
-			n++
-		}
+	a.total--
+}
+
+// seen updates the set from a Challenge as the cache shows it now.
+func (a *admission) seen(obj any) {
+	c, ok := obj.(*Challenge)
+	if !ok {
+		return
 	}
-	return n
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !c.DeletionTimestamp.IsZero() {
+		a.drop(string(c.UID))
+	} else if isAdmitted(c) {
+		a.add(string(c.UID), c.Namespace+"/"+c.Spec.Team)
+	}
+}
+
+// handler feeds the set from the Challenge informer.
+func (a *admission) handler() toolscache.ResourceEventHandlerFuncs {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { a.seen(obj) },
+		UpdateFunc: func(_, obj any) { a.seen(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if c, ok := obj.(*Challenge); ok {
+				a.mu.Lock()
+				a.drop(string(c.UID))
+				a.mu.Unlock()
+			}
+		},
+	}
 }
 
 func (r *Reconciler) admit(ctx context.Context, chal *Challenge, o *observation) bool {
 	teamKey := chal.Namespace + "/" + chal.Spec.Team
 	uid := string(chal.UID)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.admitted[uid]; ok || isAdmitted(chal) {
-		r.admitted[uid] = teamKey
+	a := r.adm
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.admitted[uid]; ok || isAdmitted(chal) {
+		a.add(uid, teamKey)
 		return true
 	}
-	if r.countOthers(ctx, chal, teamKey, true) >= r.MaxPerTeam {
+	if a.perTeam[teamKey] >= r.MaxPerTeam {
 		o.fail("QuotaExceeded", "team %s already has %d instances running (--max-instances-per-team); stop one first",
 			chal.Spec.Team, r.MaxPerTeam)
 		return false
 	}
-	if r.countOthers(ctx, chal, teamKey, false) >= r.MaxTotal {
+	if a.total >= r.MaxTotal {
 		o.fail("QuotaExceeded", "the CTF runs its maximum of %d instances (--max-instances); try later", r.MaxTotal)
 		return false
 	}
-	r.admitted[uid] = teamKey
+	a.add(uid, teamKey)
 	return true
 }
 
 func (r *Reconciler) forget(chal *Challenge) {
-	r.mu.Lock()
-	delete(r.admitted, string(chal.UID))
-	r.mu.Unlock()
+	r.adm.mu.Lock()
+	r.adm.drop(string(chal.UID))
+	r.adm.mu.Unlock()
 }
 
 // ---- observing the instance -------------------------------------------------------
@@ -564,13 +615,16 @@ func main() {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Namespace{}:          {Label: managed},
-			&appsv1.Deployment{}:         {Label: managed},
-			&corev1.Pod{}:                {Label: managed},
-			&corev1.Service{}:            {Label: managed},
-			&discoveryv1.EndpointSlice{}: {Label: managed},
-		}},
+		// managedFields dropped from every cached object, as libkop's cache
+		// does (docs/benchmarks.md, "What runs": equal cache settings).
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Namespace{}:          {Label: managed},
+				&appsv1.Deployment{}:         {Label: managed},
+				&corev1.Pod{}:                {Label: managed},
+				&corev1.Service{}:            {Label: managed},
+				&discoveryv1.EndpointSlice{}: {Label: managed},
+			}},
 	})
 	if err != nil {
 		setupLog.Error(err, "unable to create manager")
@@ -592,8 +646,15 @@ func main() {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder:    mgr.GetEventRecorderFor("kopc-ctf"),
 		NodeAddress: nodeAddress, MaxPerTeam: maxPerTeam, MaxTotal: maxTotal,
-		admitted: map[string]string{},
-		applied:  appliedTable{records: map[types.UID]appliedRecord{}},
+		adm:     newAdmission(),
+		applied: appliedTable{records: map[types.UID]appliedRecord{}},
+	}
+	chalInformer, err := mgr.GetCache().GetInformer(ctx, &Challenge{})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := chalInformer.AddEventHandler(r.adm.handler()); err != nil {
+		panic(err)
 	}
 	mapLabels := handler.EnqueueRequestsFromMapFunc(byLabels)
 	err = ctrl.NewControllerManagedBy(mgr).
