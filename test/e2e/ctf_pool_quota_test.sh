@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ctf_pool_quota_test.sh - --max-instances holds with warm pools, on fake
 # nodes (KWOK), counted the way a user would count: the instance namespaces
-# (warm and the teams', not being deleted), sampled with kubectl every half
-# second while the work is being done, until it settles.
+# (warm and the teams', not being deleted), sampled with kubectl every 0.2 s
+# (after each kubectl answer) while the work is being done, until it settles.
 #
 #   1. The issue's reproduction (issue 27, item 1): --max-instances 10; a
 #      definition with a pool of 8 (all Ready); an autoscaled one with
@@ -53,7 +53,7 @@ running() { kc get chal -o jsonpath='{range .items[*]}{.status.currentStatus}{"\
 export -f pool_field settled running k kc
 export KUBECTL DIR
 
-# sampler_start PHASE: count the instance namespaces every 0.5 s into $WORK/samples.PHASE
+# sampler_start PHASE: count the instance namespaces every 0.2 s into $WORK/samples.PHASE
 # ("seconds total warm team" per line) until $WORK/stop.PHASE exists.
 sampler_start() {
     rm -f "$WORK/stop.$1"
@@ -71,7 +71,7 @@ with open(out, "w") as f:
             team = sum(1 for n in live if "ctf.kopc.io/challenge" in n["metadata"].get("labels", {}))
             f.write(f"{time.monotonic() - t0:.1f} {len(live)} {len(live) - team} {team}\n")
             f.flush()
-        time.sleep(0.5)
+        time.sleep(0.2)
 PY
     SAMPLER_PID=$!
 }
