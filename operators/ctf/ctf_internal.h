@@ -113,23 +113,61 @@ void ctf_admission_free(ctf_admission *a);
 /* ctf_admission_handler: the Challenge cache's events, to keep the counts (register once). */
 kop_informer_handler ctf_admission_handler(ctf_admission *a);
 
+/* ctf_admission_namespace_handler: the instance namespaces' cache events, to count the
+ * warm instances that exist (register once). */
+kop_informer_handler ctf_admission_namespace_handler(ctf_admission *a);
+
 /*
  * ctf_admission_admit admits chal if one more instance fits, and keeps it
- * admitted (asking again answers the same). from_pool: chal will claim a
- * warm instance, whose slot it takes. Anything but CTF_ADMIT_OK comes with
- * msg (size bytes) saying why, for the Challenge's status.
+ * admitted (asking again answers the same). pool: the pool key
+ * ("<namespace>/<definition>") of chal's definition when it keeps warm
+ * instances, NULL otherwise: chal is then admitted on a warm slot of that
+ * pool no other claimer holds, if there is one, and must then tell how its
+ * claim went (ctf_admission_claimed or ctf_admission_unclaimed); else it
+ * is admitted fresh, against every instance counted, warm ones included.
+ * Anything but CTF_ADMIT_OK comes with msg (size bytes) saying why, for
+ * the Challenge's status.
  */
-ctf_verdict ctf_admission_admit(ctf_admission *a, const json_t *chal, bool from_pool, char *msg,
+ctf_verdict ctf_admission_admit(ctf_admission *a, const json_t *chal, const char *pool, char *msg,
                                 size_t size);
 
+/*
+ * ctf_admission_claimed records that chal's instance is the warm one in
+ * namespace ns, which it claimed: the warm slot becomes the team's (the
+ * total does not change). Counted even when chal was never admitted here
+ * (a claim found by its labels after a restart): the namespace exists.
+ */
+void ctf_admission_claimed(ctf_admission *a, const json_t *chal, const char *ns);
+
+/*
+ * ctf_admission_unclaimed: chal, admitted on a warm slot, claimed none and
+ * will be built fresh; it is admitted again as fresh, against every
+ * instance counted, or refused and released (msg as above). A Challenge
+ * admitted fresh already answers CTF_ADMIT_OK.
+ */
+ctf_verdict ctf_admission_unclaimed(ctf_admission *a, const json_t *chal, char *msg, size_t size);
+
 /* ctf_admission_check answers, admitting nothing, whether a new instance of
- * team (Challenges in ns) would fit; msg as above. */
+ * team (Challenges in ns) might fit; msg as above. */
 ctf_verdict ctf_admission_check(ctf_admission *a, const char *ns, const char *team, char *msg,
                                 size_t size);
 
-/* ctf_admission_set_warm records that the pool pool_key ("<namespace>/<definition>")
- * holds n unclaimed warm instances, which count against --max-instances. */
-void ctf_admission_set_warm(ctf_admission *a, const char *pool_key, int n);
+/*
+ * ctf_admission_reserve_warm counts the warm namespace ns of pool before
+ * the pool creates it, if one more instance fits in --max-instances; false
+ * (nothing counted) when it does not. Already counted: true.
+ */
+bool ctf_admission_reserve_warm(ctf_admission *a, const char *pool, const char *ns);
+
+/* ctf_admission_add_warm counts the warm namespace ns of pool, which exists, whatever
+ * the cap says. */
+void ctf_admission_add_warm(ctf_admission *a, const char *pool, const char *ns);
+
+/* ctf_admission_drop_warm stops counting the warm namespace ns (not created, or going). */
+void ctf_admission_drop_warm(ctf_admission *a, const char *ns);
+
+/* ctf_admission_warm returns the warm namespaces counted of pool (NULL: of all pools). */
+int ctf_admission_warm(ctf_admission *a, const char *pool);
 
 /* ctf_admission_room returns how many more instances (warm or not) fit in --max-instances. */
 int ctf_admission_room(ctf_admission *a);

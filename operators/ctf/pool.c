@@ -917,14 +917,37 @@ static kop_err look_at(ctf_operator *op, const kop_reconcile *req, const char *k
     return err;
 }
 
-/* start_warm starts up to want new warm instances of def, as --max-instances allows. */
-static kop_err start_warm(ctf_operator *op, const kop_reconcile *req, const json_t *def, int want,
-                          int *started)
+/*
+ * release_slot gives back the slot reserved for the warm namespace ns,
+ * whose start failed, unless the cache shows that the namespace was
+ * created all the same (its answer lost): then it stays counted, as it
+ * exists. The cache is read after the slot is given back, so a creation
+ * event before it is seen here and one after it counts the namespace again
+ * (admission.c's namespace handler).
+ */
+static void release_slot(ctf_operator *op, const char *key, const char *ns)
+{
+    json_t *n = NULL;
+    ctf_admission_drop_warm(op->admission, ns);
+    if (kop_informer_dup_metadata(op->namespaces, NULL, ns, &n) == KOP_OK &&
+        !kop_meta_is_deleting(n) && !is_claimed(n))
+        ctf_admission_add_warm(op->admission, key, ns);
+    json_decref(n);
+}
+
+/*
+ * start_warm starts up to want new warm instances of def (pool key key),
+ * each from a slot it reserved in the admission's ledger just before, under
+ * the lock every admission takes: a fresh Challenge admitted meanwhile sees
+ * every warm instance already started, and the pool stops at the first
+ * slot refused (--max-instances reached).
+ */
+static kop_err start_warm(ctf_operator *op, const kop_reconcile *req, const json_t *def,
+                          const char *key, int want, int *started)
 {
     kop_err err = KOP_OK;
-    int room = ctf_admission_room(op->admission);
     *started = 0;
-    for (int i = 0; i < want && i < room && i < POOL_CREATE_BATCH && !err; i++) {
+    for (int i = 0; i < want && i < POOL_CREATE_BATCH && !err; i++) {
         unsigned char raw[CTF_POOL_ID_LEN / 2];
         char id[CTF_POOL_ID_LEN + 1], ns[CTF_NAMESPACE_SIZE];
         ctf_observation o = {.phase = CTF_STATUS_PENDING};
@@ -934,7 +957,11 @@ static kop_err start_warm(ctf_operator *op, const kop_reconcile *req, const json
             snprintf(id + 2 * k, 3, "%02x", raw[k]);
         if (ctf_pool_namespace(kop_meta_namespace(def), kop_meta_name(def), id, ns, sizeof ns))
             return KOP_EINVAL;
+        if (!ctf_admission_reserve_warm(op->admission, key, ns))
+            break; /* no room left in --max-instances */
         err = apply_warm(op, req, def, ns, id, &o);
+        if (err || o.reason)
+            release_slot(op, key, ns);
         if (!err && o.reason) {
             kop_event(op->events, def, KOP_EVENT_WARNING, "WarmInstanceRefused", "Create",
                       "warm instance refused: %s", o.message);
@@ -1100,14 +1127,13 @@ static kop_result pool_reconcile(const kop_reconcile *req, void *user)
     if (pooled)
         wait_ms = backoff(op, def, key, target, &v);
     if (!err && pooled && v.unclaimed < target && wait_ms == 0)
-        err = start_warm(op, req, def, target - v.unclaimed, &started);
+        err = start_warm(op, req, def, key, target - v.unclaimed, &started);
     if (started > 0)
         kop_logger_log(req->log, KOP_LOG_INFO, "started warm instances",
                        KOP_LOG_INT("started", started), KOP_LOG_INT("unclaimed", v.unclaimed),
                        KOP_LOG_INT("ready", v.ready), KOP_LOG_INT("claimed", v.claimed),
                        KOP_LOG_INT("target", target));
     v.unclaimed += started;
-    ctf_admission_set_warm(op->admission, key, v.unclaimed);
     /* A definition that never had a pool gets no status written. */
     if (def && (pooled || ctf_get2(def, "status", "pool")))
         report(op, req, def, target, &v);

@@ -91,12 +91,15 @@ static void instance_namespace(const json_t *chal, char *out, size_t size)
         out[0] = '\0';
 }
 
-/* admit asks the admission for chal (from_pool: it may take a warm instance's slot); false
- * with o filled when refused. */
-static bool admit(ctf_operator *op, const json_t *chal, bool from_pool, ctf_observation *o)
+/*
+ * admit asks the admission for chal (pool: its definition's pool key, when
+ * it keeps warm instances: it may take a warm slot); false with o filled
+ * when refused.
+ */
+static bool admit(ctf_operator *op, const json_t *chal, const char *pool, ctf_observation *o)
 {
     char msg[sizeof o->message];
-    if (ctf_admission_admit(op->admission, chal, from_pool, msg, sizeof msg) == CTF_ADMIT_OK)
+    if (ctf_admission_admit(op->admission, chal, pool, msg, sizeof msg) == CTF_ADMIT_OK)
         return true;
     ctf_observe_error(o, CTF_REASON_QUOTA, "%s", msg);
     return false;
@@ -594,19 +597,43 @@ static bool namespace_going(ctf_operator *op, const char *ns)
 
 /*
  * place_instance decides where chal's instance lives (ns, id): a warm one
- * it claimed, or its own. Admission comes first: a claim takes a warm
- * instance's slot, so a Challenge of a pooled definition only needs the
- * Challenges to fit. false with o filled when refused.
+ * it claimed, or its own, with admission.c's ledger told at each step so
+ * that the instances counted never exceed --max-instances:
+ *
+ *   claimed already        -> the warm slot is the team's (counted as is);
+ *   not decided, pooled    -> admitted on a free warm slot of the pool (or
+ *                             fresh when it has none), then the claim: won,
+ *                             the slot is the team's; lost, admitted again
+ *                             as fresh, against the total with the warm
+ *                             instances in it, or refused;
+ *   otherwise              -> admitted fresh.
+ *
+ * Refused: o filled, and a pooled Challenge left undecided, so that the
+ * pass a freed slot brings tries the pool again.
  */
 static kop_err place_instance(ctf_operator *op, const kop_reconcile *req, const json_t *chal,
                               const json_t *def, char *ns, size_t size, char *id, size_t id_size,
                               ctf_place *place, ctf_observation *o)
 {
+    char pool[CTF_TEAM_KEY_SIZE], msg[sizeof o->message];
     *place = ctf_pool_place(op, chal, ns, size, id, id_size);
-    if (!admit(op, chal, *place == CTF_PLACE_POOLED || ctf_pool_wanted(def), o))
+    if (*place == CTF_PLACE_POOLED) {
+        ctf_admission_claimed(op->admission, chal, ns);
         return KOP_OK;
-    if (*place == CTF_PLACE_UNDECIDED)
-        return ctf_pool_claim(op, req, chal, def, ns, size, id, id_size, place);
+    }
+    bool pooled = *place == CTF_PLACE_UNDECIDED && ctf_pool_wanted(def);
+    snprintf(pool, sizeof pool, "%s/%s", kop_meta_namespace(def), kop_meta_name(def));
+    if (!admit(op, chal, pooled ? pool : NULL, o) || *place != CTF_PLACE_UNDECIDED)
+        return KOP_OK;
+    kop_err err = ctf_pool_claim(op, req, chal, def, ns, size, id, id_size, place);
+    if (err)
+        return err; /* undecided: the next pass claims again, on the slot it holds */
+    if (*place == CTF_PLACE_POOLED) {
+        ctf_admission_claimed(op->admission, chal, ns);
+    } else if (ctf_admission_unclaimed(op->admission, chal, msg, sizeof msg) != CTF_ADMIT_OK) {
+        ctf_observe_error(o, CTF_REASON_QUOTA, "%s", msg);
+        ctf_pool_forget(op, kop_meta_uid(chal));
+    }
     return KOP_OK;
 }
 

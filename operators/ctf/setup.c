@@ -172,6 +172,10 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
         err = kop_manager_informer(op->mgr, &CTF_DEFINITIONS, NULL, NULL, &op->definitions);
     if (!err)
         err = kop_manager_informer(op->mgr, &CTF_NAMESPACES, NULL, CTF_MANAGED, &op->namespaces);
+    if (!err) { /* the warm instances that exist count against --max-instances */
+        kop_informer_handler h = ctf_admission_namespace_handler(op->admission);
+        err = kop_informer_add_handler(op->namespaces, &h);
+    }
     if (!err)
         err = kop_informer_add_index(op->namespaces, CTF_INDEX_CHALLENGE, index_challenge, NULL);
     if (!err)
