@@ -9,8 +9,9 @@
 #     claim when it tries again. The Challenge must end Running in exactly
 #     one namespace labelled for it, a warm one; no claimed namespace is
 #     left without its Challenge, and the pool refills to its size.
-#   - A stalled pool write: a restarted operator's first pool pass
-#     re-applies the warm instance of a definition with a dynamic flag, and
+#   - A stalled pool write: a warm instance of a definition with a dynamic
+#     flag loses its default-deny NetworkPolicy, the pool pass re-applies
+#     the whole instance, and
 #     the proxy holds its write of the (empty) flag Secret for HOLD s while
 #     a team asks for an instance. The team's flag Secret must hold the
 #     team's flag once the held write has gone through: the pool never
@@ -93,9 +94,11 @@ ok "the lost answer: lost-001 Running in one warm namespace (${mine[0]}), no orp
 log "a pool write of the empty flag held $HOLD s while a team claims"
 warm=$(k get ns -l 'ctf.kopc.io/definition=warmnc,ctf.kopc.io/pool,!ctf.kopc.io/challenge' -o jsonpath='{.items[0].metadata.name}')
 [ -n "$warm" ] || fail "no warm instance of warmnc"
-stop_op_clean claim # a new operator re-applies every warm instance once
 proxy http "/rule?action=hold&seconds=$HOLD&method=PATCH&path=%5E/api/v1/namespaces/$warm/secrets/flag%24&ctype=apply-patch&nth=1" >/dev/null
-spawn_op claim "$WORK/proxied.kubeconfig"
+# A NetworkPolicy gone (they are watched) makes the pool pass apply the whole warm
+# instance again, its empty flag Secret included. (A restarted operator no longer
+# does: it takes the applied digest stamped on the server as applied.)
+k -n "$warm" delete networkpolicy default-deny >/dev/null || fail "delete $warm's default-deny policy"
 wait_for 60 "the pool's write of $warm's flag Secret held" bash -c '[ "$(rule_fired)" = 1 ]'
 challenges flag 1 1 warmnc | k apply -f - >/dev/null
 wait_for 120 "flag-001 Running" bash -c '[ "$(chal_status flag-001)" = Running ]'
