@@ -21,7 +21,8 @@ Two modes:
         watch stream (open or opened later) for --seconds before passing it
         on, in order: the client sees each event that much late, as behind
         a slow network or an overloaded apiserver. Every request is recorded
-        (method, path, query, content type, code, injected or not).
+        (method, path, query, content type, Host, code, injected or not),
+        and so is the server name (SNI) each TLS hello asked for.
 
 A control endpoint (plain HTTP on --control) sets the fault and reads the
 counters; faults change for requests and connections from then on:
@@ -29,7 +30,7 @@ counters; faults change for requests and connections from then on:
   GET /mode?set=pass|drop|refuse|error|gone|eof|delay[&code=500][&retry_after=1]
             [&ratio=1.0][&min=0.2][&max=2.0][&seconds=5]
   GET /kill                      drop every live connection now (RST)
-  GET /stats[?since=UNIX_TIME]   counters, and requests per kind since a time
+  GET /stats[?since=UNIX_TIME]   counters, SNI names, and requests per kind since a time
   GET /requests                  every request recorded (http mode), JSON lines
 
 It prints "ready" on stdout once listening. Python 3 standard library only.
@@ -69,6 +70,7 @@ class State:
         self.dropped = 0
         self.refused = 0
         self.requests = []  # dicts, in arrival order
+        self.sni = {}  # server name the clients' TLS hellos asked for -> count (http mode)
 
     def snapshot(self):
         with self.lock:
@@ -426,7 +428,8 @@ def serve_http(conn, upstream, up_ctx):
             q = parse_qs(u.query)
             watch = q.get("watch", [""])[0] in ("true", "1")
             rec = {"method": method, "path": u.path, "query": u.query, "watch": watch,
-                   "content_type": header(headers, "content-type") or ""}
+                   "content_type": header(headers, "content-type") or "",
+                   "host": header(headers, "host") or ""}
             mode, code, retry_after, ratio = STATE.snapshot()
             if mode == "error" and random.random() < ratio:
                 send_injected_error(conn, code, retry_after)
@@ -556,7 +559,8 @@ class Control(BaseHTTPRequestHandler):
                 reqs = [r for r in STATE.requests if r["t"] >= since]
                 out = {"now": time.time(), "mode": STATE.mode, "connections": STATE.connections,
                        "live": len(STATE.conns), "dropped": STATE.dropped,
-                       "refused": STATE.refused, "requests": len(STATE.requests)}
+                       "refused": STATE.refused, "requests": len(STATE.requests),
+                       "sni": dict(STATE.sni)}
             by = {}
             for r in reqs:
                 kind = "watch" if r["watch"] else r["method"]
@@ -572,6 +576,12 @@ class Control(BaseHTTPRequestHandler):
             self.reply(None, text)
         else:
             self.send_error(404)
+
+
+def count_sni(sock, name, ctx):
+    """count_sni counts the server name (SNI) of a client's hello, "" for none."""
+    with STATE.lock:
+        STATE.sni[name or ""] = STATE.sni.get(name or "", 0) + 1
 
 
 def main():
@@ -591,6 +601,7 @@ def main():
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(args.cert, args.key)
         ctx.set_alpn_protocols(["http/1.1"])
+        ctx.sni_callback = count_sni
         up_ctx = ssl.create_default_context(cafile=args.upstream_ca)
         up_ctx.set_alpn_protocols(["http/1.1"])
 
