@@ -994,13 +994,17 @@ static void test_tls_server_name(void **state)
     write_tls_kubeconfig(kc, server, ca, "kopc-other-name.test");
     assert_int_equal(version_with(kc, &st), KOP_ETLS);
 
+    /* A name that cannot be a host is a configuration error, not a request. */
+    kop_config *c2 = NULL;
+    kop_client *k2 = NULL;
+    write_tls_kubeconfig(kc, server, ca, "kopc/bad:name");
+    assert_int_equal(make_client(kc, &c2, &k2, &st), KOP_ECONFIG);
+
     /* With it, a request and a watch pass, by way of 127.0.0.1. */
     write_tls_kubeconfig(kc, server, ca, NAME);
     kop_err err = version_with(kc, &st);
     if (err)
         fail_msg("GET /version with tls-server-name: %s: %s", kop_err_name(err), st.message);
-    kop_config *c2 = NULL;
-    kop_client *k2 = NULL;
     kop_watch *w = NULL;
     assert_int_equal(make_client(kc, &c2, &k2, &st), KOP_OK);
     kop_watch_opts wo = {.field_selector = "metadata.name=tls-name", .timeout_seconds = 60};
