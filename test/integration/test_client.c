@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -50,6 +51,10 @@ static it_env env;
 static char ns[64];
 static kop_config *cfg;
 static kop_client *client;
+/* The TLS tests' proxy running now, if any: a failed assertion leaves its
+ * test before proxy_stop, so the group's teardown stops it (it would
+ * otherwise hold ctest's output open until the timeout). */
+static pid_t live_proxy;
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -124,6 +129,10 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
+    if (live_proxy > 0) {
+        kill(live_proxy, SIGTERM);
+        waitpid(live_proxy, NULL, 0);
+    }
     it_teardown(&env);
     return 0;
 }
@@ -754,6 +763,7 @@ struct tls_proxy {
     int ctl;  /* its control endpoint */
 };
 
+
 /* proxy_start runs faultproxy.py in http mode in front of the apiserver,
  * serving cert/key, and waits for its "ready" line. */
 static void proxy_start(struct tls_proxy *p, const char *cert, const char *key)
@@ -761,6 +771,11 @@ static void proxy_start(struct tls_proxy *p, const char *cert, const char *key)
     const char *script = getenv("KOP_FAULTPROXY");
     char port[16], ctl[16], ca[1024], line[64] = "";
     const char *server = kop_config_server(cfg);
+    if (live_proxy > 0) { /* left by a test that failed */
+        kill(live_proxy, SIGTERM);
+        waitpid(live_proxy, NULL, 0);
+        live_proxy = 0;
+    }
     assert_non_null(script);
     assert_int_equal(strncmp(server, "https://", 8), 0);
     p->port = free_tcp_port();
@@ -773,6 +788,7 @@ static void proxy_start(struct tls_proxy *p, const char *cert, const char *key)
     p->pid = fork();
     assert_true(p->pid >= 0);
     if (p->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* and if the test dies */
         dup2(fds[1], 1);
         close(fds[0]);
         close(fds[1]);
@@ -781,6 +797,7 @@ static void proxy_start(struct tls_proxy *p, const char *cert, const char *key)
         _exit(127);
     }
     close(fds[1]);
+    live_proxy = p->pid;
     struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
     size_t n = 0;
     while (n < sizeof line - 1 && !strstr(line, "ready") && poll(&pfd, 1, 30000) == 1) {
@@ -799,6 +816,7 @@ static void proxy_stop(struct tls_proxy *p)
 {
     kill(p->pid, SIGTERM);
     waitpid(p->pid, NULL, 0);
+    live_proxy = 0;
 }
 
 static size_t collect(char *data, size_t size, size_t n, void *user)
