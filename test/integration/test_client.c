@@ -733,6 +733,7 @@ static void test_tls_is_verified(void **state)
 
 /* run_sh runs a shell command built from fmt and fails the test unless it
  * exits 0. */
+static void run_sh(const char *fmt, ...) KOP_PRINTF(1, 2);
 static void run_sh(const char *fmt, ...)
 {
     char cmd[4096];
