@@ -26,6 +26,12 @@
  * - Every response body grows in a kop_buf capped at opts.max_body.
  * - A connection keeps its TLS record buffers (keep_tls_buffers), which
  *   libcurl otherwise has OpenSSL free whenever they are empty.
+ * - Trust is kubectl's: the kubeconfig's CA and nothing else when it gives
+ *   one (libcurl would also read its compiled-in CA directory, on Debian
+ *   /etc/ssl/certs, so any CA of the system's store would pass for the
+ *   apiserver), the system's roots when it gives none. With tls-server-name
+ *   the certificate is checked against that name, sent as SNI too, while
+ *   the connection goes to the server URL's own host (tls_name_init).
  *
  * Invariants: a kop_client's fields are immutable after kop_client_new
  * except the pool, the limiter, the held credentials and the discovery
@@ -84,6 +90,16 @@ struct kop_client {
     int64_t cred_fetched_ms;
 
     kop__discovery discovery;
+
+    /* tls-server-name (all NULL when the kubeconfig sets none, or the server
+     * is http): each request's URL names it in place of the server's host,
+     * so libcurl sends it as SNI and checks the certificate against it;
+     * connect_to sends the connection to the server's own host and port,
+     * and host_header keeps the Host header the server URL's, as kubectl's
+     * (Go's ServerName changes only the TLS side). */
+    char *named_base; /* the server URL with the name as its host */
+    struct curl_slist *connect_to;
+    char *host_header;
 };
 
 /* ---- process-wide set-up ------------------------------------------------ */
@@ -114,6 +130,71 @@ static void share_unlock(CURL *h, curl_lock_data data, void *user)
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
+
+/*
+ * tls_name_init fills c's named_base, connect_to and host_header from the
+ * config's tls-server-name and server URL (see struct kop_client); nothing
+ * when there is no name or the server speaks plain http. KOP_ECONFIG when
+ * the name or the server URL cannot be used so.
+ */
+static kop_err tls_name_init(kop_client *c, kop_status *st)
+{
+    kop_err err = KOP_OK;
+    const char *name = kop_config_tls_server_name(c->cfg);
+    const char *server = kop_config_server(c->cfg);
+    CURLU *u = NULL;
+    char *host = NULL, *port = NULL;
+    kop_buf b;
+    kop_buf_init(&b, KOP__URL_MAX);
+
+    if (!name || !name[0] || strncasecmp(server, "https://", 8) != 0)
+        goto out;
+    /* A host name or an IPv4 address: it goes into a URL and a CONNECT_TO
+     * entry as it is. */
+    if (strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") !=
+        strlen(name)) {
+        kop_status_setf(st, 0, NULL, "tls-server-name %s: not a host name", name);
+        err = KOP_ECONFIG;
+        goto out;
+    }
+    size_t authority = strcspn(server + 8, "/");
+    if (!(u = curl_url())) {
+        err = KOP_ENOMEM;
+        goto out;
+    }
+    if (memchr(server + 8, '@', authority) ||
+        curl_url_set(u, CURLUPART_URL, server, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
+        kop_status_setf(st, 0, NULL, "server %s: no host for tls-server-name to stand for",
+                        server);
+        err = KOP_ECONFIG;
+        goto out;
+    }
+    if (curl_url_get(u, CURLUPART_PORT, &port, 0) != CURLUE_OK)
+        port = NULL; /* none in the URL: https's own, on both sides */
+
+    /* https://NAME[:PORT] and the server URL's path, if it has one. */
+    if ((err = kop_buf_appendf(&b, "https://%s%s%s%s", name, port ? ":" : "", port ? port : "",
+                               server + 8 + authority)))
+        goto out;
+    c->named_base = kop_buf_take(&b, NULL);
+    /* NAME:any port -> the server's host, same port. */
+    if ((err = kop_buf_appendf(&b, "%s::%s:", name, host)))
+        goto out;
+    c->connect_to = curl_slist_append(NULL, kop_buf_str(&b));
+    kop_buf_reset(&b);
+    if ((err = kop_buf_appendf(&b, "Host: %s%s%s", host, port ? ":" : "", port ? port : "")))
+        goto out;
+    c->host_header = kop_buf_take(&b, NULL);
+    if (!c->named_base || !c->connect_to || !c->host_header)
+        err = KOP_ENOMEM;
+out:
+    curl_free(host);
+    curl_free(port);
+    curl_url_cleanup(u);
+    kop_buf_fini(&b);
+    return err;
+}
 
 static void apply_defaults(kop_client_opts *o)
 {
@@ -176,6 +257,8 @@ kop_err kop_client_new(kop_config *cfg, const kop_client_opts *opts, kop_client 
     curl_share_setopt(c->share, CURLSHOPT_USERDATA, c);
     curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
     curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    if ((err = tls_name_init(c, st)))
+        goto out;
     *out = c;
     c = NULL;
 out:
@@ -207,6 +290,9 @@ void kop_client_free(kop_client *c)
     cred_unref(c->cred);
     pthread_mutex_destroy(&c->cred_lock);
     free(c->user_agent);
+    free(c->named_base);
+    curl_slist_free_all(c->connect_to);
+    free(c->host_header);
     free(c);
 }
 
@@ -412,8 +498,9 @@ static void drop_credentials(kop_client *c)
 
 /*
  * kop__client_setup sets the options every request shares on h: URL, TLS,
- * credentials, headers, user agent, connection sharing. *headers_out is
- * owned by the caller (curl_slist_free_all) once the transfer is over.
+ * credentials, headers, user agent, connection sharing. url must begin with
+ * the config's server URL. *headers_out is owned by the caller
+ * (curl_slist_free_all) once the transfer is over.
  */
 kop_err kop__client_setup(kop_client *c, CURL *h, const char *url, const char *content_type,
                           struct curl_slist **headers_out, char *errbuf, kop_status *st)
@@ -421,8 +508,9 @@ kop_err kop__client_setup(kop_client *c, CURL *h, const char *url, const char *c
     kop_err err = KOP_OK;
     struct cred_ref *held = NULL;
     struct curl_slist *hdrs = NULL;
-    kop_buf auth;
+    kop_buf auth, named;
     kop_buf_init(&auth, 64 << 10);
+    kop_buf_init(&named, KOP__URL_MAX);
 
     *headers_out = NULL;
     err = held_credentials(c, &held, st);
@@ -430,6 +518,25 @@ kop_err kop__client_setup(kop_client *c, CURL *h, const char *url, const char *c
         goto out;
     const kop_credentials *cred = &held->cred;
 
+    if (c->named_base) {
+        /* tls-server-name: the same URL with the name for the host, the
+         * connection to the server's host (see struct kop_client). */
+        const char *server = kop_config_server(c->cfg);
+        size_t slen = strlen(server);
+        if (strncmp(url, server, slen) != 0) {
+            kop_status_setf(st, 0, NULL, "%s: not under the server URL %s", url, server);
+            err = KOP_EINVAL;
+            goto out;
+        }
+        if ((err = kop_buf_appendf(&named, "%s%s", c->named_base, url + slen)))
+            goto out;
+        url = kop_buf_str(&named); /* libcurl copies it */
+        curl_easy_setopt(h, CURLOPT_CONNECT_TO, c->connect_to);
+        if (!(hdrs = curl_slist_append(hdrs, c->host_header))) {
+            err = KOP_ENOMEM;
+            goto out;
+        }
+    }
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_SHARE, c->share);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -448,6 +555,14 @@ kop_err kop__client_setup(kop_client *c, CURL *h, const char *url, const char *c
     if (ca) {
         struct curl_blob blob = {.data = (void *)ca, .len = ca_len, .flags = CURL_BLOB_COPY};
         curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
+        /* That CA only: libcurl would also read its compiled-in bundle and
+         * CA directory (Debian: /etc/ssl/certs/ca-certificates.crt and
+         * /etc/ssl/certs; 7.88 reads the directory even beside a blob),
+         * trusting every CA of the system's store for the apiserver, which
+         * kubectl does not. Without a CA in the kubeconfig both stay, as the
+         * system's roots are kubectl's then too. */
+        curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
+        curl_easy_setopt(h, CURLOPT_CAINFO, NULL);
     }
     if (kop_config_insecure(c->cfg)) {
         /* Only ever because the kubeconfig says insecure-skip-tls-verify. */
@@ -465,12 +580,20 @@ kop_err kop__client_setup(kop_client *c, CURL *h, const char *url, const char *c
         curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
     }
 
-    hdrs = curl_slist_append(hdrs, "Accept: application/json");
+    struct curl_slist *accept = curl_slist_append(hdrs, "Accept: application/json");
+    if (!accept) {
+        err = KOP_ENOMEM;
+        goto out;
+    }
+    hdrs = accept;
     if (content_type) {
         kop_buf ct;
         kop_buf_init(&ct, 256);
         err = kop_buf_appendf(&ct, "Content-Type: %s", content_type);
-        if (!err && !(hdrs = curl_slist_append(hdrs, kop_buf_str(&ct))))
+        struct curl_slist *next = err ? NULL : curl_slist_append(hdrs, kop_buf_str(&ct));
+        if (next)
+            hdrs = next;
+        else if (!err)
             err = KOP_ENOMEM;
         kop_buf_fini(&ct);
         if (err)
@@ -487,10 +610,6 @@ kop_err kop__client_setup(kop_client *c, CURL *h, const char *url, const char *c
         }
         hdrs = next;
     }
-    if (!hdrs) {
-        err = KOP_ENOMEM;
-        goto out;
-    }
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     *headers_out = hdrs;
     hdrs = NULL;
@@ -499,6 +618,7 @@ out:
     if (auth.data)
         memset(auth.data, 0, auth.len);
     kop_buf_fini(&auth);
+    kop_buf_fini(&named);
     curl_slist_free_all(hdrs);
     cred_unref(held);
     return err;

@@ -15,7 +15,9 @@
  * at once; connections are kept warm in a pool of handles and reused (HTTP/1.1
  * keep-alive). Safe verbs (GET, LIST) are retried with backoff on 429 and 5xx,
  * honouring Retry-After. TLS is always verified unless the kubeconfig itself
- * says insecure-skip-tls-verify.
+ * says insecure-skip-tls-verify: against the kubeconfig's CA alone when it
+ * gives one (never the system's store besides), the system's roots when it
+ * gives none, and against tls-server-name when it sets one, as kubectl does.
  */
 #ifndef KOP_CLIENT_H
 #define KOP_CLIENT_H

@@ -21,7 +21,8 @@ Two modes:
         watch stream (open or opened later) for --seconds before passing it
         on, in order: the client sees each event that much late, as behind
         a slow network or an overloaded apiserver. Every request is recorded
-        (method, path, query, content type, code, injected or not).
+        (method, path, query, content type, Host, code, injected or not),
+        and so is the server name (SNI) each TLS hello asked for.
 
 Beside the mode, http mode takes one rule for one kind of request (a
 method, a path regex, and optionally a content-type substring and a body
@@ -41,7 +42,7 @@ counters; faults change for requests and connections from then on:
                                  set the rule (GET /rule alone clears it); its
                                  matches and firings show in /stats as "rule"
   GET /kill                      drop every live connection now (RST)
-  GET /stats[?since=UNIX_TIME]   counters, and requests per kind since a time
+  GET /stats[?since=UNIX_TIME]   counters, SNI names, and requests per kind since a time
   GET /requests                  every request recorded (http mode), JSON lines
 
 It prints "ready" on stdout once listening. Python 3 standard library only.
@@ -85,6 +86,7 @@ class State:
         self.rule = None  # {"action", "method", "path", "ctype", "body", "nth", "seconds"}
         self.rule_matched = 0
         self.rule_fired = 0
+        self.sni = {}  # server name the clients' TLS hellos asked for -> count (http mode)
 
     def snapshot(self):
         with self.lock:
@@ -459,7 +461,8 @@ def serve_http(conn, upstream, up_ctx):
             q = parse_qs(u.query)
             watch = q.get("watch", [""])[0] in ("true", "1")
             rec = {"method": method, "path": u.path, "query": u.query, "watch": watch,
-                   "content_type": header(headers, "content-type") or ""}
+                   "content_type": header(headers, "content-type") or "",
+                   "host": header(headers, "host") or ""}
             mode, code, retry_after, ratio = STATE.snapshot()
             fired = STATE.match_rule(method, u.path, rec["content_type"], body)
             if fired and fired[0] == "hold":
@@ -614,7 +617,8 @@ class Control(BaseHTTPRequestHandler):
                 out = {"now": time.time(), "mode": STATE.mode, "connections": STATE.connections,
                        "live": len(STATE.conns), "dropped": STATE.dropped,
                        "refused": STATE.refused, "requests": len(STATE.requests),
-                       "rule": {"matched": STATE.rule_matched, "fired": STATE.rule_fired}}
+                       "rule": {"matched": STATE.rule_matched, "fired": STATE.rule_fired},
+                       "sni": dict(STATE.sni)}
             by = {}
             for r in reqs:
                 kind = "watch" if r["watch"] else r["method"]
@@ -630,6 +634,12 @@ class Control(BaseHTTPRequestHandler):
             self.reply(None, text)
         else:
             self.send_error(404)
+
+
+def count_sni(sock, name, ctx):
+    """count_sni counts the server name (SNI) of a client's hello, "" for none."""
+    with STATE.lock:
+        STATE.sni[name or ""] = STATE.sni.get(name or "", 0) + 1
 
 
 def main():
@@ -649,6 +659,7 @@ def main():
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(args.cert, args.key)
         ctx.set_alpn_protocols(["http/1.1"])
+        ctx.sni_callback = count_sni
         up_ctx = ssl.create_default_context(cafile=args.upstream_ca)
         up_ctx.set_alpn_protocols(["http/1.1"])
 

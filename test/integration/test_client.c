@@ -5,8 +5,20 @@
  * Each run works in a namespace of its own, so runs do not see each other's
  * objects. Nothing here is mocked: every assertion is about what the
  * apiserver stored or answered.
+ *
+ * The TLS trust tests put test/e2e/faultproxy.py (KOP_FAULTPROXY), which
+ * terminates TLS with a certificate the test signs, in front of the
+ * apiserver. The one about the system's CA store runs its client in a
+ * child process with a mount namespace of its own, where a throwaway
+ * directory is mounted over /etc/ssl/certs: the machine's store is never
+ * touched (this needs root, as the devcluster does).
  */
+#define _GNU_SOURCE /* unshare */
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,11 +26,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <curl/curl.h>
 
 #include "it_common.h"
 #include "kop/kop.h"
@@ -33,6 +51,10 @@ static it_env env;
 static char ns[64];
 static kop_config *cfg;
 static kop_client *client;
+/* The TLS tests' proxy running now, if any: a failed assertion leaves its
+ * test before proxy_stop, so the group's teardown stops it (it would
+ * otherwise hold ctest's output open until the timeout). */
+static pid_t live_proxy;
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -107,6 +129,10 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
+    if (live_proxy > 0) {
+        kill(live_proxy, SIGTERM);
+        waitpid(live_proxy, NULL, 0);
+    }
     it_teardown(&env);
     return 0;
 }
@@ -703,6 +729,334 @@ static void test_tls_is_verified(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* ---- TLS trust: the kubeconfig's CA only, and tls-server-name ----------- */
+
+/* run_sh runs a shell command built from fmt and fails the test unless it
+ * exits 0. */
+static void run_sh(const char *fmt, ...) KOP_PRINTF(1, 2);
+static void run_sh(const char *fmt, ...)
+{
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    if (system(cmd) != 0)
+        fail_msg("command failed: %s", cmd);
+}
+
+/* free_tcp_port returns a loopback port nobody listens on now. */
+static int free_tcp_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+struct tls_proxy {
+    pid_t pid;
+    int port; /* TLS, on 127.0.0.1 */
+    int ctl;  /* its control endpoint */
+};
+
+
+/* proxy_start runs faultproxy.py in http mode in front of the apiserver,
+ * serving cert/key, and waits for its "ready" line. */
+static void proxy_start(struct tls_proxy *p, const char *cert, const char *key)
+{
+    const char *script = getenv("KOP_FAULTPROXY");
+    char port[16], ctl[16], ca[1024], line[64] = "";
+    const char *server = kop_config_server(cfg);
+    if (live_proxy > 0) { /* left by a test that failed */
+        kill(live_proxy, SIGTERM);
+        waitpid(live_proxy, NULL, 0);
+        live_proxy = 0;
+    }
+    assert_non_null(script);
+    assert_int_equal(strncmp(server, "https://", 8), 0);
+    p->port = free_tcp_port();
+    p->ctl = free_tcp_port();
+    snprintf(port, sizeof port, "%d", p->port);
+    snprintf(ctl, sizeof ctl, "%d", p->ctl);
+    path_in_cluster(ca, sizeof ca, "ca.crt");
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    p->pid = fork();
+    assert_true(p->pid >= 0);
+    if (p->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* and if the test dies */
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execlp("python3", "python3", script, "--listen", port, "--upstream", server + 8,
+               "--control", ctl, "--cert", cert, "--key", key, "--upstream-ca", ca, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    live_proxy = p->pid;
+    struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+    size_t n = 0;
+    while (n < sizeof line - 1 && !strstr(line, "ready") && poll(&pfd, 1, 30000) == 1) {
+        ssize_t r = read(fds[0], line + n, sizeof line - 1 - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+        line[n] = '\0';
+    }
+    close(fds[0]);
+    if (!strstr(line, "ready"))
+        fail_msg("faultproxy did not start (said: %s)", line);
+}
+
+static void proxy_stop(struct tls_proxy *p)
+{
+    kill(p->pid, SIGTERM);
+    waitpid(p->pid, NULL, 0);
+    live_proxy = 0;
+}
+
+static size_t collect(char *data, size_t size, size_t n, void *user)
+{
+    kop_buf *b = user;
+    return kop_buf_append(b, data, size * n) ? 0 : size * n;
+}
+
+/* proxy_get returns the answer of the proxy's control endpoint to path
+ * (owned: free). */
+static char *proxy_get(const struct tls_proxy *p, const char *path)
+{
+    char url[256];
+    kop_buf b;
+    kop_buf_init(&b, 1 << 20);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", p->ctl, path);
+    CURL *h = curl_easy_init();
+    assert_non_null(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    assert_int_equal(curl_easy_perform(h), CURLE_OK);
+    curl_easy_cleanup(h);
+    assert_int_equal(kop_buf_append(&b, "", 1), KOP_OK);
+    size_t len;
+    return kop_buf_take(&b, &len);
+}
+
+/* serving_cert makes dir/name.crt and dir/name.key: a server certificate
+ * for the subjectAltName san (e.g. "IP:127.0.0.1"), signed by ca_crt/ca_key. */
+static void serving_cert(const char *dir, const char *name, const char *san, const char *ca_crt,
+                         const char *ca_key)
+{
+    run_sh("openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=%s "
+           "-keyout %s/%s.key -out %s/%s.csr 2>/dev/null",
+           name, dir, name, dir, name);
+    run_sh("printf 'subjectAltName=%s\\nbasicConstraints=CA:FALSE\\nkeyUsage=digitalSignature\\n"
+           "extendedKeyUsage=serverAuth\\n' >%s/%s.ext",
+           san, dir, name);
+    run_sh("openssl x509 -req -in %s/%s.csr -CA %s -CAkey %s -CAcreateserial -days 1 "
+           "-extfile %s/%s.ext -out %s/%s.crt 2>/dev/null",
+           dir, name, ca_crt, ca_key, dir, name, dir, name);
+}
+
+/* write_tls_kubeconfig writes an admin kubeconfig (token file) for server,
+ * with certificate-authority ca (none when NULL) and tls-server-name name
+ * (none when NULL). */
+static void write_tls_kubeconfig(const char *path, const char *server, const char *ca,
+                                 const char *name)
+{
+    char tok[1024];
+    path_in_cluster(tok, sizeof tok, "admin.token");
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: %s\n",
+            server);
+    if (ca)
+        fprintf(f, "    certificate-authority: %s\n", ca);
+    if (name)
+        fprintf(f, "    tls-server-name: %s\n", name);
+    fprintf(f,
+            "contexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n"
+            "users:\n- name: u\n  user:\n    tokenFile: %s\n",
+            tok);
+    fclose(f);
+}
+
+/* version_with GETs /version with a client for kubeconfig; st says why it
+ * failed. */
+static kop_err version_with(const char *kubeconfig, kop_status *st)
+{
+    kop_config *c2 = NULL;
+    kop_client *k2 = NULL;
+    json_t *out = NULL;
+    kop_err err = make_client(kubeconfig, &c2, &k2, st);
+    if (!err)
+        err = kop_get_path(k2, "/version", &out, st);
+    json_decref(out);
+    kop_client_free(k2);
+    kop_config_free(c2);
+    return err;
+}
+
+/* version_with_store runs version_with in a child process that sees store
+ * mounted over /etc/ssl/certs (libcurl's compiled-in CA path and bundle on
+ * Debian), in a mount namespace of its own. Returns its kop_err; the child
+ * says on stderr why it failed. */
+static kop_err version_with_store(const char *store, const char *kubeconfig)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+            mount(store, "/etc/ssl/certs", NULL, MS_BIND, NULL)) {
+            fprintf(stderr, "mount namespace with %s over /etc/ssl/certs: %s (needs root)\n",
+                    store, strerror(errno));
+            _exit(255);
+        }
+        kop_status st;
+        kop_err err = version_with(kubeconfig, &st);
+        if (err)
+            fprintf(stderr, "    %s: %s: %s\n", kubeconfig, kop_err_name(err), st.message);
+        _exit(-err);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_not_equal(WEXITSTATUS(status), 255);
+    return (kop_err)-WEXITSTATUS(status);
+}
+
+/*
+ * A CA in the system's store but not in the kubeconfig is not trusted for
+ * the apiserver (kubectl's rule): libcurl reads its compiled-in CA path
+ * besides the CA the client gives it unless told not to. A kubeconfig with
+ * no CA at all still uses the system's store.
+ */
+static void test_tls_trusts_only_the_kubeconfig_ca(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/kopc-tls-store-XXXXXX", store[64], kc[128], cert[128], key[128],
+        server[64], ca[1024], sys_ca[128];
+    assert_non_null(mkdtemp(dir));
+    path_in_cluster(ca, sizeof ca, "ca.crt");
+    /* A throwaway CA in a throwaway system store (hashed, as c_rehash does,
+     * and as the bundle file), and a proxy whose certificate it signed. */
+    snprintf(store, sizeof store, "%s/certs", dir);
+    snprintf(sys_ca, sizeof sys_ca, "%s/sys-ca.crt", dir);
+    run_sh("mkdir %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+           "-days 1 -subj /CN=kopc-system-store-ca -keyout %s/sys-ca.key -out %s 2>/dev/null",
+           store, dir, sys_ca);
+    run_sh("cp %s %s/ && cp %s %s/ca-certificates.crt && openssl rehash %s", sys_ca, store,
+           sys_ca, store, store);
+    snprintf(key, sizeof key, "%s/sys-ca.key", dir);
+    serving_cert(dir, "proxy", "IP:127.0.0.1", sys_ca, key);
+    snprintf(cert, sizeof cert, "%s/proxy.crt", dir);
+    snprintf(key, sizeof key, "%s/proxy.key", dir);
+    struct tls_proxy p;
+    proxy_start(&p, cert, key);
+    snprintf(server, sizeof server, "https://127.0.0.1:%d", p.port);
+    snprintf(kc, sizeof kc, "%s/kubeconfig", dir);
+
+    /* The store is in force: with the proxy's CA as the kubeconfig's, and
+     * with no CA at all (the system's roots), the request passes. */
+    write_tls_kubeconfig(kc, server, sys_ca, NULL);
+    assert_int_equal(version_with_store(store, kc), KOP_OK);
+    write_tls_kubeconfig(kc, server, NULL, NULL);
+    assert_int_equal(version_with_store(store, kc), KOP_OK);
+    /* The kubeconfig names the cluster's CA: the system's is not consulted. */
+    write_tls_kubeconfig(kc, server, ca, NULL);
+    assert_int_equal(version_with_store(store, kc), KOP_ETLS);
+    /* The same with the CA given inline (certificate-authority-data). */
+    run_sh("sed -i \"s|certificate-authority: .*|certificate-authority-data: $(base64 -w0 %s)|\" "
+           "%s",
+           ca, kc);
+    assert_int_equal(version_with_store(store, kc), KOP_ETLS);
+
+    proxy_stop(&p);
+    run_sh("rm -rf %s", dir);
+}
+
+/*
+ * tls-server-name: the client connects to the server URL's address and
+ * verifies the certificate against that name, which it also sends as SNI.
+ * A proxy on 127.0.0.1 serves a certificate of the cluster's CA carrying
+ * only the DNS name kopc-tls-name.test. Requests and watches pass with the
+ * name; without it, or with another name, they are refused.
+ */
+static void test_tls_server_name(void **state)
+{
+    (void)state;
+    static const char *NAME = "kopc-tls-name.test";
+    char dir[] = "/tmp/kopc-tls-name-XXXXXX", kc[128], cert[128], key[128], server[64],
+        ca[1024], ca_key[1024], san[64];
+    kop_status st;
+    assert_non_null(mkdtemp(dir));
+    path_in_cluster(ca, sizeof ca, "ca.crt");
+    path_in_cluster(ca_key, sizeof ca_key, "pki/ca.key");
+    snprintf(san, sizeof san, "DNS:%s", NAME);
+    serving_cert(dir, "named", san, ca, ca_key);
+    snprintf(cert, sizeof cert, "%s/named.crt", dir);
+    snprintf(key, sizeof key, "%s/named.key", dir);
+    struct tls_proxy p;
+    proxy_start(&p, cert, key);
+    snprintf(server, sizeof server, "https://127.0.0.1:%d", p.port);
+    snprintf(kc, sizeof kc, "%s/kubeconfig", dir);
+
+    /* Without the name the certificate does not match 127.0.0.1. */
+    write_tls_kubeconfig(kc, server, ca, NULL);
+    assert_int_equal(version_with(kc, &st), KOP_ETLS);
+    /* Another name does not match either: the name is checked, not waived. */
+    write_tls_kubeconfig(kc, server, ca, "kopc-other-name.test");
+    assert_int_equal(version_with(kc, &st), KOP_ETLS);
+
+    /* A name that cannot be a host is a configuration error, not a request. */
+    kop_config *c2 = NULL;
+    kop_client *k2 = NULL;
+    write_tls_kubeconfig(kc, server, ca, "kopc/bad:name");
+    assert_int_equal(make_client(kc, &c2, &k2, &st), KOP_ECONFIG);
+
+    /* With it, a request and a watch pass, by way of 127.0.0.1. */
+    write_tls_kubeconfig(kc, server, ca, NAME);
+    kop_err err = version_with(kc, &st);
+    if (err)
+        fail_msg("GET /version with tls-server-name: %s: %s", kop_err_name(err), st.message);
+    kop_watch *w = NULL;
+    assert_int_equal(make_client(kc, &c2, &k2, &st), KOP_OK);
+    kop_watch_opts wo = {.field_selector = "metadata.name=tls-name", .timeout_seconds = 60};
+    err = kop_watch_open(k2, &CONFIGMAPS, ns, &wo, &w, &st);
+    if (err)
+        fail_msg("watch with tls-server-name: %s: %s", kop_err_name(err), st.message);
+    json_t *cm = configmap("tls-name", "a", "1");
+    assert_int_equal(kop_create(k2, &CONFIGMAPS, ns, cm, NULL, NULL, &st), KOP_OK);
+    json_decref(cm);
+    expect_event(w, KOP_WATCH_ADDED, "tls-name", "1");
+    kop_watch_free(w);
+    kop_client_free(k2);
+    kop_config_free(c2);
+
+    /* The proxy saw the name as SNI, and the server URL's own authority as
+     * the Host header, as kubectl sends them. */
+    char *stats = proxy_get(&p, "/stats");
+    char want_sni[128];
+    snprintf(want_sni, sizeof want_sni, "\"%s\":", NAME);
+    if (!strstr(stats, want_sni))
+        fail_msg("the proxy never saw SNI %s: %s", NAME, stats);
+    free(stats);
+    char *reqs = proxy_get(&p, "/requests");
+    char want_host[128];
+    snprintf(want_host, sizeof want_host, "\"host\": \"127.0.0.1:%d\"", p.port);
+    if (!strstr(reqs, want_host))
+        fail_msg("no request with %s: %s", want_host, reqs);
+    free(reqs);
+
+    proxy_stop(&p);
+    run_sh("rm -rf %s", dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -722,6 +1076,8 @@ int main(void)
         cmocka_unit_test(test_token_file_user),
         cmocka_unit_test(test_exec_plugin_user),
         cmocka_unit_test(test_tls_is_verified),
+        cmocka_unit_test(test_tls_trusts_only_the_kubeconfig_ca),
+        cmocka_unit_test(test_tls_server_name),
     };
     return cmocka_run_group_tests_name("client (integration)", tests, setup, teardown);
 }

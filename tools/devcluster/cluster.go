@@ -132,26 +132,10 @@ func loadState(o options) (state, error) {
 		s.ClusterDNS = []string{clusterDNSIP}
 		ports = append(ports, &s.RegistryPort)
 	}
-	for _, p := range ports {
-		if *p == 0 {
-			free, err := freePort()
-			if err != nil {
-				return s, err
-			}
-			*p = free
-		}
+	if err := choosePorts(ports); err != nil { // ports.go: outside the ephemeral range
+		return s, err
 	}
 	return s, saveState(o.dir, s)
-}
-
-// freePort asks the kernel for an unused loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // component is a running part of the control plane: done yields its error
