@@ -29,14 +29,6 @@ fault_init fault-leader-scale
 N=${LEADER_SCALE_TEAMS:-150}
 MAX=$((N * 3)) # warm + claimed + the refill, with room to spare
 
-is_leader() { [ "$(metric "$1" '^leader_election_master_status')" = 1 ]; }
-leader_of() {
-    local a b
-    a=$(metric "$1" '^leader_election_master_status')
-    b=$(metric "$2" '^leader_election_master_status')
-    [ $((a + b)) = 1 ] || return 1
-    if [ "$a" = 1 ]; then echo "$1"; else echo "$2"; fi
-}
 pool_field() { kc get chaldef "${2:-warmweb}" -o "jsonpath={.status.pool.$1}"; }
 claimed_count() {
     k get ns -l 'ctf.kopc.io/definition=warmweb,ctf.kopc.io/challenge' -o name | grep -c . || true

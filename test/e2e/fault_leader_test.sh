@@ -20,16 +20,7 @@ source "$(dirname "$0")/fault_lib.sh"
 fault_init fault-leader
 BOUND=35 # lease duration 15 s + margin 20 s
 
-is_leader() { [ "$(metric "$1" '^leader_election_master_status')" = 1 ]; }
 reconciles() { metric "$1" '^controller_runtime_reconcile_total'; }
-# leader_of A B: the name of the replica that leads (fails unless exactly one).
-leader_of() {
-    local a b
-    a=$(metric "$1" '^leader_election_master_status')
-    b=$(metric "$2" '^leader_election_master_status')
-    [ $((a + b)) = 1 ] || return 1
-    if [ "$a" = 1 ]; then echo "$1"; else echo "$2"; fi
-}
 # quiet NAME: the replica reconciled nothing and logged no status change.
 quiet() {
     [ "$(reconciles "$1")" = 0 ] || fail "follower $1 reconciled $(reconciles "$1") times"

@@ -105,6 +105,18 @@ metric() {
         awk -v re="$2" '!/^#/ && $0 ~ re { s += $NF } END { printf "%d\n", s }'
 }
 
+# is_leader NAME: replica NAME holds the Lease (its leader_election_master_status is 1).
+is_leader() { [ "$(metric "$1" '^leader_election_master_status')" = 1 ]; }
+
+# leader_of A B: the name of the replica that leads (fails unless exactly one).
+leader_of() {
+    local a b
+    a=$(metric "$1" '^leader_election_master_status')
+    b=$(metric "$2" '^leader_election_master_status')
+    [ $((a + b)) = 1 ] || return 1
+    if [ "$a" = 1 ]; then echo "$1"; else echo "$2"; fi
+}
+
 # challenges PREFIX FIRST LAST [DEFINITION]: YAML for Challenges PREFIX-NNN
 # of DEFINITION (default web), each for a team of its own (team PREFIX-NNN).
 challenges() {
