@@ -8,7 +8,9 @@
  *
  *   the pool controller (pool_reconcile, keyed by ChallengeDefinition)
  *     keeps ctf_pool_target unclaimed warm instances of each definition
- *     applied and Ready, starts new ones as the CTF's quota allows, deletes
+ *     applied and Ready, starts new ones as the CTF's quota allows (each
+ *     start reserved in the admission ledger before it is made, so warm
+ *     and team instances together never pass --max-instances), deletes
  *     extra, failed or orphaned ones (a definition deleted, min lowered),
  *     and reports status.pool on the definition and ctf_pool_* metrics;
  *
@@ -60,8 +62,9 @@
  * run of failures. Losing them on a restart is safe: the caches show every
  * claim (an unknown one shows as its namespace's labels, or as an orphan
  * once its Challenge is gone), a pool falls back to min until demand shows
- * again, a new process looks at every warm instance once, and a failing
- * pool fails again (and waits).
+ * again, a new process looks at every warm instance once (and writes
+ * nothing where the digest of the last full apply, stamped on the server,
+ * still holds: applied.c), and a failing pool fails again (and waits).
  */
 #include <pthread.h>
 #include <stdio.h>
