@@ -312,7 +312,7 @@ static ctf_verdict grant(ctf_admission *a, const char *uid, const char *key, con
     return CTF_ADMIT_OK;
 }
 
-/* chal_keys reads chal's uid and team key; false (msg set) when it lacks them. */
+/* chal_keys reads chal's uid and team key; false (msg set, unless NULL) when it lacks them. */
 static bool chal_keys(const json_t *chal, const char **uid, const char **team, char *key,
                       char *msg, size_t size)
 {
@@ -320,7 +320,8 @@ static bool chal_keys(const json_t *chal, const char **uid, const char **team, c
     *team = ctf_str2(chal, "spec", "team");
     if (*uid && team_key(kop_meta_namespace(chal), *team, key, CTF_TEAM_KEY_SIZE))
         return true;
-    snprintf(msg, size, "the Challenge has no uid, namespace or team");
+    if (msg)
+        snprintf(msg, size, "the Challenge has no uid, namespace or team");
     return false;
 }
 
@@ -366,10 +367,10 @@ ctf_verdict ctf_admission_unclaimed(ctf_admission *a, const json_t *chal, char *
 
 void ctf_admission_claimed(ctf_admission *a, const json_t *chal, const char *ns)
 {
-    char key[CTF_TEAM_KEY_SIZE], msg[8];
+    char key[CTF_TEAM_KEY_SIZE];
     const char *uid, *team;
-    if (!chal_keys(chal, &uid, &team, key, msg, sizeof msg))
-        return;
+    if (!chal_keys(chal, &uid, &team, key, NULL, 0))
+        return; /* nothing to count: no one reads why */
     pthread_mutex_lock(&a->lock);
     /* The namespace exists and is the team's: counted whatever the caps say. */
     if (add(a, uid, key, NULL)) {
