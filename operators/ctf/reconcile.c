@@ -525,12 +525,13 @@ static kop_err apply_claim_delta(ctf_operator *op, const json_t *chal, const jso
         ctf_applied_digest(warm, warm_digest) != KOP_OK ||
         ctf_applied_digest(children, digest) != KOP_OK)
         goto out;
+    /* The team's children and the warm ones are the same objects (their names and kinds
+     * match one to one), so the caches show one thing of both. */
+    ctf_applied_seen seen = see_children(op, warm);
     /* After a takeover: a full apply as the team's went through already. */
-    ctf_applied_seen team_seen = see_children(op, children);
-    seed_from_cache(op, kop_meta_uid(chal), children, digest, &team_seen, now);
+    seed_from_cache(op, kop_meta_uid(chal), children, digest, &seen, now);
     if (ctf_applied_known(op->applied, kop_meta_uid(chal)))
         goto out; /* ctf_apply_built decides, from that record */
-    ctf_applied_seen seen = see_children(op, warm);
     seed_from_cache(op, ns, warm, warm_digest, &seen, now);
     if (ctf_applied_decide(op->applied, ns, warm_digest, &seen, now, &wait_ms) != CTF_APPLY_SKIP)
         goto out;

@@ -439,7 +439,8 @@ class Stream:
         except OSError:
             pass
         self.sock.close()
-        self.conn.close()
+        if self.conn:  # a HeldStream has a socket alone
+            self.conn.close()
 
 
 def open_stream(team, token):
@@ -1184,6 +1185,7 @@ class HeldStream(Stream):
         self.team = team
         self.q = queue.Queue()
         self.path = f"/api/v1/teams/{team}/events"
+        self.conn = None  # a socket alone: the request is written by hand
         self.sock = socket.create_connection((HOST, PORT), timeout=60)
         self.sock.sendall((f"GET {self.path} HTTP/1.1\r\nHost: {HOST}:{PORT}\r\n"
                            f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n"
@@ -1192,7 +1194,6 @@ class HeldStream(Stream):
     def release(self):
         """Sends the body; returns the status the API answered."""
         self.sock.sendall(b"x")
-        self.conn = None
         self.resp = http.client.HTTPResponse(self.sock, method="GET")
         self.resp.begin()
         self.status = self.resp.status
@@ -1205,13 +1206,6 @@ class HeldStream(Stream):
         else:
             SEEN.append(self.resp.read())
         return self.status
-
-    def close(self):
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
 
 
 def test_stream_revoked_while_opening():
