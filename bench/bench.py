@@ -892,10 +892,10 @@ def measure_limit_realflag(args, workload, n, out):
         s = realflag.floor(kube, c.node_ip, n, floor_pod_spec(c), realflag_of, out)
         s["wall_s"] = time.time() - t0
         sampler.stop()
-        # The harness's Services are the writes an operator's resources see
-        # (Pods are not among them); the Events about the pods are the control
-        # plane's, which the operators' runs are corrected by.
-        s["own_writes"] = n
+        # The harness's Services and its namespace are the writes among an
+        # operator's resources (Pods are not among them); the Events about the
+        # pods are the control plane's, which the operators' runs are corrected by.
+        s["own_writes"] = n + 1
         s["cluster_start_s"] = c.start_s
         s.update(writes.done(0))
         return s
