@@ -83,6 +83,8 @@ for r in results["runs"]:
             fails.append(f"{name}: flag.csv lacks teams or holds a failed one")
         if r.get("wrong_flag") != 0 or any(x["wrong_flag"] != "0" for x in teams):
             fails.append(f"{name}: {r.get('wrong_flag')} greetings with a flag not the team's")
+        if r["operator"] == "limit" and not (r.get("solo_ms") or 0) > 0:
+            fails.append(f"{name}: no figure of the floor's pod alone")
         if r["operator"] == "kopc":
             want_pool = r["n"] if r["phase"] == "realflag-pool" else 0
             if r.get("served_from_pool") != want_pool:

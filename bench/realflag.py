@@ -24,9 +24,10 @@ floor() is the limit this figure is set against, measured in the same run:
 N bare pods of the same image with the same resources and the same
 hardening, each behind its own NodePort Service, created together by the
 harness with no operator; the time from a pod's create to its flag read
-through its node port. What an operator adds on top (a namespace, a quota,
-network policies, a Deployment, the flag's Secret, its own reaction time)
-is the difference.
+through its node port; and before them one such pod alone, on the idle
+node (solo_ms): what no instance can beat. What an operator adds on top (a
+namespace, a quota, network policies, a Deployment, the flag's Secret, its
+own reaction time) is the difference.
 
 The threads are plain threads (N is a real node's worth, about 50); the
 figures are the median, the 99th percentile and the maximum, and a CSV with
@@ -189,7 +190,8 @@ def floor(kube, node_ip, n, pod_spec, flag_of, out, namespace="floor"):
     """The floor: n bare pods of pod_spec (a PodSpec with one container; its
     env FLAG set per pod to flag_of(i)), each behind a NodePort Service,
     created together through kube (bench.py's Kube); create -> the flag read
-    through the node port. The figures, as teams() gives them."""
+    through the node port. The figures, as teams() gives them, and solo_ms:
+    the same for one pod alone, made and read before the n."""
     st, body = kube.request("POST", "/api/v1/namespaces", {
         "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     if st not in (200, 201, 409):
@@ -220,5 +222,11 @@ def floor(kube, node_ip, n, pod_spec, flag_of, out, namespace="floor"):
                 node_port = json.loads(body)["spec"]["ports"][0]["nodePort"]
         team.endpoint_ms = (time.time() - team.t0) * 1000
         team.read_flag(f"{node_ip}:{node_port}", team.t0 + DEADLINE_S)
+    solo = Team(n, flag_of(streams._team(n)))  # an index none of the n has
+    _run_all([solo], run)
+    if solo.flag_ms is None:
+        raise RuntimeError(f"the floor's pod alone: {solo.error}")
     _run_all(ts, run)
-    return _figures(ts, out)
+    res = _figures(ts, out)
+    res["solo_ms"] = solo.flag_ms
+    return res
