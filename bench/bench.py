@@ -22,6 +22,11 @@ fresh devcluster (same binary, same flags, same etcd state at the start):
   streams (challenges, kopc, after warm) N event streams held open while
          each instance is renewed: memory per stream, and renewal -> event
          seen on the team's stream (bench/streams.py).
+  realflag (a real node: kubelet, containerd, kube-proxy) N teams press
+         Start together, each with its own token; the PUT -> the first byte
+         of the team's own flag read through the endpoint the API reports,
+         with a warm pool of N and without (bench/realflag.py); the floor:
+         N bare pods of the same image, create -> flag through a node port.
 
 --perf OPS profiles the warm phase of the named operators with perf (the
 loader's run only, 199 Hz, DWARF call graphs) and writes perf.txt beside the
@@ -53,6 +58,7 @@ import urllib.parse
 import urllib.request
 
 import pool  # bench/pool.py: the burst seen on the teams' event streams, with and without a pool
+import realflag  # bench/realflag.py: PUT -> the team's own flag, on a real node
 import streams  # bench/streams.py: the event streams held while instances are renewed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -162,10 +168,13 @@ class Sampler(threading.Thread):
 # ---- the cluster -----------------------------------------------------------------
 
 class Cluster:
-    def __init__(self, dir_, nodes):
+    def __init__(self, dir_, nodes, real_nodes=0):
         self.dir = dir_
         self.kubeconfig = os.path.join(dir_, "kubeconfig")
-        run([os.path.join(BIN, "devcluster"), "start", "--dir", dir_, "--nodes", str(nodes)])
+        t0 = time.time()
+        run([os.path.join(BIN, "devcluster"), "start", "--dir", dir_, "--nodes", str(nodes)]
+            + (["--real-nodes", str(real_nodes)] if real_nodes else []))
+        self.start_s = time.time() - t0
         with open(os.path.join(dir_, "devcluster.pid")) as f:
             self.pid = int(f.read().split()[0])
 
@@ -318,14 +327,14 @@ def team_token(i):
     return "bench-team-%05d-" % i + hashlib.sha256(b"team-%d" % i).hexdigest()[:32]
 
 
-def setup_challenges(c, n=1):
+def setup_challenges(c, n=1, definition="bench/challenge/definition.yaml"):
     c.kubectl("apply", "-k", os.path.join(ROOT, "config/crd"))
     for crd in ("challenges.ctf.kopc.io", "challengedefinitions.ctf.kopc.io"):
         wait_established(c, crd)
     for ns in ("kopc-system", "ctf"):
         c.kubectl("create", "namespace", ns)
     wait_served(c, "challengedefinitions")
-    c.kubectl("apply", "-f", os.path.join(ROOT, "bench/challenge/definition.yaml"))
+    c.kubectl("apply", "-f", os.path.join(ROOT, definition))
     c.kubectl("-n", "kopc-system", "create", "secret", "generic", "ctf-api-admin",
               f"--from-literal=token={ADMIN_TOKEN}")
     # One token per team, as a CTF gives each team its own (docs/api.md): the
@@ -337,6 +346,29 @@ def setup_challenges(c, n=1):
     warm_up(c, {"apiVersion": "ctf.kopc.io/v1alpha1", "kind": "Challenge",
                 "metadata": {"name": "warm-up", "namespace": "default"},
                 "spec": {"definition": "none", "team": "none"}})
+
+
+REALFLAG_KEY = "bench-realflag-hmac-key-" + "0123456789abcdef" * 2  # the dynamic flag's key
+
+
+def realflag_of(team):
+    """Team's flag in the realflag cells (the definition realflag's dynamic flag)."""
+    return realflag.dynamic_flag(REALFLAG_KEY, "realflag", team)
+
+
+def setup_realflag(c, n=1):
+    """A real node's cluster: the sample greeter image pushed to its registry
+    (tools/images.sh, as the real-node e2e tests do), the CRDs, the tokens,
+    the definition realflag and its flag key; the node's address in c.node_ip."""
+    out = run([os.path.join(ROOT, "tools/images.sh"), c.dir, "greeter"])
+    log("  image " + out.strip().splitlines()[-1])
+    setup_challenges(c, n, "bench/challenge/realflag.yaml")
+    c.kubectl("-n", "ctf", "create", "secret", "generic", "realflag-key",
+              f"--from-literal=key={REALFLAG_KEY}")
+    c.node_ip = c.kubectl("get", "node", "real-node-0", "-o",
+                          "jsonpath={.status.addresses[?(@.type==\"InternalIP\")].address}").strip()
+    if not c.node_ip:
+        raise RuntimeError("the real node has no InternalIP")
 
 
 def wait_established(c, crd):
@@ -384,10 +416,11 @@ def requests_of(text):
     return by or None
 
 
-def start_measured(op, c, out, n):
+def start_measured(op, c, out, n, extra=()):
     """start_measured starts op on cluster c with a sampler, waits until it is
-    ready and start-up work settled; returns (pid, sampler, ready time)."""
-    pid = op.start(c, os.path.join(out, "operator.log"), n)
+    ready and start-up work settled; returns (pid, sampler, ready time).
+    extra: more arguments for the operator."""
+    pid = op.start(c, os.path.join(out, "operator.log"), n, extra)
     sampler = Sampler(os.path.join(out, "samples.csv"), pid, c.pid, op.t_start)
     sampler.start()
     t_ready = op.wait_ready()
@@ -404,13 +437,14 @@ class Operator:
         self.argv, self.ready_path, self.metrics_path = argv, ready_path, metrics_path
         self.metrics_on_probe_port = metrics_on_probe_port
 
-    def start(self, cluster, logpath, n):
+    def start(self, cluster, logpath, n, extra=()):
         port, mport = free_port(), free_port()
         if self.metrics_on_probe_port:  # libkop serves /readyz beside /metrics
             mport = port
         self.port, self.mport = port, mport
         self.api_port = free_port()
-        argv = [a.format(port=port, mport=mport, api=self.api_port, n=n + 100) for a in self.argv]
+        argv = [a.format(port=port, mport=mport, api=self.api_port, n=n + 100)
+                for a in self.argv] + list(extra)
         env = dict(os.environ, KUBECONFIG=cluster.kubeconfig, PYTHONUNBUFFERED="1")
         self.log = open(logpath, "w")
         self.t_start = time.time()
@@ -510,6 +544,11 @@ WORKLOADS = {
     # Mass expiry: N instances expiring within EXPIRY_SPREAD_S.
     "expiry": {"setup": setup_challenges, "namespace": "ctf", "objects": "challenges",
                "nodes": lambda n: 1 + (n + 99) // 100},
+    # On a real node: N teams press Start together; PUT -> their own flag
+    # (issue 26). One real node (110 pods: N claimed instances and the N
+    # warm ones the pool refills with), no fake ones.
+    "realflag": {"setup": setup_realflag, "namespace": "ctf", "objects": "challenges",
+                 "nodes": lambda n: 0, "real_nodes": 1},
 }
 
 
@@ -542,7 +581,8 @@ def loader(cluster, workload, n, mode, out, threads, t0=None, timeout=1800, extr
 def fresh_cluster(args, workload, n, tag, pods_per_object=1):
     d = os.path.join(args.clusters, tag)
     subprocess.run(["rm", "-rf", d])
-    c = Cluster(d, WORKLOADS[workload]["nodes"](n * pods_per_object))
+    c = Cluster(d, WORKLOADS[workload]["nodes"](n * pods_per_object),
+                WORKLOADS[workload].get("real_nodes", 0))
     WORKLOADS[workload]["setup"](c, n)
     return c
 
@@ -730,12 +770,12 @@ def measure_burst(args, op, workload, n, out):
         c.stop()
 
 
-def wait_pool_ready(c, n, timeout=1800):
-    """Wait until the definition bench's warm pool reports n Ready; the seconds it took."""
+def wait_pool_ready(c, n, timeout=1800, definition="bench"):
+    """Wait until the definition's warm pool reports n Ready; the seconds it took."""
     t0 = time.time()
     while time.time() - t0 < timeout:
         r = subprocess.run([os.path.join(BIN, "kubectl"), "--kubeconfig", c.kubeconfig, "-n", "ctf",
-                            "get", "chaldef", "bench", "-o", "jsonpath={.status.pool.ready}"],
+                            "get", "chaldef", definition, "-o", "jsonpath={.status.pool.ready}"],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         if r.stdout.strip() == str(n):
             return time.time() - t0
@@ -774,6 +814,92 @@ def measure_claims(args, op, workload, n, out, pooled):
     finally:
         if op.proc.poll() is None:
             op.proc.kill()
+        c.stop()
+
+
+def pool_claims(c):
+    """How many instance namespaces came from a warm pool (claimed ones)."""
+    claimed = c.kubectl("get", "ns", "-l", "ctf.kopc.io/pool,ctf.kopc.io/challenge", "-o", "name")
+    return sum(1 for x in claimed.split() if x.startswith("namespace/"))
+
+
+def measure_realflag(args, op, workload, n, out, pooled):
+    """On a real node, N teams press Start together (bench/realflag.py): the
+    PUT -> the first byte of the team's own flag through its endpoint, with a
+    warm pool of n (pooled) or none."""
+    os.makedirs(out, exist_ok=True)
+    c = fresh_cluster(args, workload, n, "realflag")
+    try:
+        pid, sampler, _ = start_measured(op, c, out, n, ("--node-address", c.node_ip))
+        warmup_s = None
+        if pooled:
+            c.kubectl("-n", "ctf", "patch", "chaldef", "realflag", "--type", "merge",
+                      "-p", json.dumps({"spec": {"pool": {"min": n}}}))
+            warmup_s = wait_pool_ready(c, n, definition="realflag")
+            time.sleep(2)  # the pool's own writes settle before the teams press Start
+        quiet_gate(args)
+        writes = ApiWrites(c, workload)
+        cpu0 = proc_cpu(pid)
+        t0 = time.time()
+        s = realflag.teams(op.api_port, team_token, n, "realflag", realflag_of, out)
+        s["wall_s"] = time.time() - t0
+        s.update(writes.done(0))
+        s.update({"pool": n if pooled else 0, "pool_warmup_s": warmup_s,
+                  "served_from_pool": pool_claims(c), "cluster_start_s": c.start_s,
+                  "cpu_s": proc_cpu(pid) - cpu0,
+                  "cpu_ms_per_object": (proc_cpu(pid) - cpu0) * 1000 / n})
+        op.stop()
+        sampler.stop()
+        s["operator_exit"] = op.proc.returncode
+        return s
+    finally:
+        if op.proc.poll() is None:
+            op.proc.kill()
+        c.stop()
+
+
+def floor_pod_spec(c):
+    """The floor's PodSpec: the definition realflag's pod template (as the
+    cluster holds it) with the hardening the operator gives every instance's
+    pod (operators/ctf/pod.c: no token, no service links, non-root, no
+    capabilities, no privilege escalation, seccomp, a read-only root)."""
+    d = json.loads(c.kubectl("-n", "ctf", "get", "chaldef", "realflag", "-o", "json"))
+    spec = d["spec"]["pods"][0]["template"]
+    spec.update({"automountServiceAccountToken": False, "enableServiceLinks": False,
+                 "securityContext": {"runAsNonRoot": True,
+                                     "seccompProfile": {"type": "RuntimeDefault"}}})
+    for ctr in spec["containers"]:
+        ctr["securityContext"] = {
+            "allowPrivilegeEscalation": False, "privileged": False, "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"},
+            "readOnlyRootFilesystem": True}
+    return spec
+
+
+def measure_limit_realflag(args, workload, n, out):
+    """The floor of the realflag cells on a real node: N bare pods of the same
+    image, each behind a NodePort, created together by the harness; create
+    -> the flag through the node port (bench/realflag.py floor)."""
+    os.makedirs(out, exist_ok=True)
+    c = fresh_cluster(args, workload, n, "limit")
+    try:
+        kube = Kube(c.kubeconfig, os.path.join(c.dir, "harness"))
+        quiet_gate(args)
+        writes = ApiWrites(c, workload)
+        sampler = Sampler(os.path.join(out, "samples.csv"), None, c.pid, time.time())
+        sampler.start()
+        t0 = time.time()
+        s = realflag.floor(kube, c.node_ip, n, floor_pod_spec(c), realflag_of, out)
+        s["wall_s"] = time.time() - t0
+        sampler.stop()
+        # The harness's Services and its namespace are the writes among an
+        # operator's resources (Pods are not among them); the Events about the
+        # pods are the control plane's, which the operators' runs are corrected by.
+        s["own_writes"] = n + 1
+        s["cluster_start_s"] = c.start_s
+        s.update(writes.done(0))
+        return s
+    finally:
         c.stop()
 
 
@@ -1162,6 +1288,9 @@ def plan(args, ops, workload, n, phases, only_ops):
             "claims-pool"), None))
     elif workload == "expiry" and "expiry" in phases:
         lim.append(("expiry", lambda out: measure_limit_expiry(args, workload, n, out), None))
+    elif workload == "realflag" and "realflag" in phases:
+        lim.append(("realflag-floor", lambda out: measure_limit_realflag(args, workload, n, out),
+                    None))
     if lim and want("limit"):
         units.append(("limit", lim))
     for op in ops:
@@ -1183,6 +1312,9 @@ def plan(args, ops, workload, n, phases, only_ops):
             step("claims-pool", lambda *a: measure_claims(*a, True))
         elif workload == "expiry" and "expiry" in phases and op.name == "kopc":
             step("expiry", measure_expiry)
+        elif workload == "realflag" and "realflag" in phases and op.name == "kopc":
+            step("realflag-fresh", lambda *a: measure_realflag(*a, False))
+            step("realflag-pool", lambda *a: measure_realflag(*a, True))
         if steps:
             units.append((op.name, steps))
     return units
@@ -1199,11 +1331,12 @@ def main():
     ap.add_argument("--trials", type=int, default=None,
                     help="measurements of each operator, interleaved and rotated (default: the "
                     "least multiple of the cell's operator count that is 3 or more; quick: 1)")
-    ap.add_argument("--phases", default="warm,cold,burst,claims,expiry",
+    ap.add_argument("--phases", default="warm,cold,burst,claims,expiry,realflag",
                     help="warm, cold, burst (challenges: the instance API, paced), claims "
                     "(the teams cells: the burst on the teams' event streams, with and without "
                     "a warm pool, and the limit of each) and/or expiry (the expiry cells: mass "
-                    "expiry, kopc and the limit)")
+                    "expiry, kopc and the limit) and/or realflag (a real node: PUT -> the "
+                    "team's own flag, with and without a pool, and the floor)")
     ap.add_argument("--sizes", default="", help="override N, e.g. challenges=100,1000,5000")
     ap.add_argument("--max-load", type=float, default=2.5,
                     help="1-minute load average a measurement waits for (the measurement alone "
@@ -1235,7 +1368,10 @@ def main():
     signal.signal(signal.SIGTERM, interrupted)
     sizes = ({"flighttickets": [50], "challenges": [10], "teams": [5], "expiry": [5]}
              if args.quick else {"flighttickets": [1000, 10000], "challenges": [100, 1000],
-                                 "teams": [100, 1000, 2000], "expiry": [1000]})
+                                 "teams": [100, 1000, 2000], "expiry": [1000],
+                                 # A real node holds 110 pods: 50 claimed instances and
+                                 # the 50 warm ones the pool refills with, and its own.
+                                 "realflag": [50]})
     for spec in filter(None, args.sizes.split(";")):
         w, ns = spec.split("=")
         sizes[w] = [int(x) for x in ns.split(",")]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""check.py RESULTS_DIR - assert that a bench.py run produced sane output
+"""check.py RESULTS_DIR [WORKLOAD...] - assert that a bench.py run produced sane output
 (bench/smoke_test.sh): every operator reconciled every object in every
 phase with no failed write; each measured run left a non-empty samples.csv
 (with operator rows) and, where the loader times it, a latency.csv with one
@@ -11,8 +11,13 @@ order; kopc's event streams each showed their team's renewal, and every team
 read its instance with its own token and was refused another's; in the teams
 cells every team saw Running on its stream (each served from the warm pool
 in the pooled runs, kopc's and the limit's alike); in the expiry cells every
-instance namespace went (and every Challenge, with kopc); the table and the
-plots exist. Timing is never asserted."""
+instance namespace went (and every Challenge, with kopc); in the realflag
+cells (a real node; not in the quick run) every team read its own flag
+through its endpoint (flag.csv: one row per team, none with another team's
+or a stale flag), every team served from the pool in the pooled run and none
+in the other; the table and the plots exist. Timing is never asserted. WORKLOAD...: check a run of those
+cells only (e.g. realflag); by default every cell of the quick run must be
+there."""
 import csv
 import json
 import os
@@ -70,6 +75,22 @@ for r in results["runs"]:
         if r["operator"] == "kopc" and r.get("accepted") != r["n"]:
             fails.append(f"{name}: {r.get('accepted')} of {r['n']} requests accepted")
         continue
+    if r["workload"] == "realflag":
+        with open(os.path.join(d, "flag.csv")) as f:
+            teams = list(csv.DictReader(f))
+        if len(teams) != r["n"] or any(not x["flag_ms"] or float(x["flag_ms"]) <= 0 or x["error"]
+                                       for x in teams):
+            fails.append(f"{name}: flag.csv lacks teams or holds a failed one")
+        if r.get("wrong_flag") != 0 or any(x["wrong_flag"] != "0" for x in teams):
+            fails.append(f"{name}: {r.get('wrong_flag')} greetings with a flag not the team's")
+        if r["operator"] == "limit" and not (r.get("solo_ms") or 0) > 0:
+            fails.append(f"{name}: no figure of the floor's pod alone")
+        if r["operator"] == "kopc":
+            want_pool = r["n"] if r["phase"] == "realflag-pool" else 0
+            if r.get("served_from_pool") != want_pool:
+                fails.append(f"{name}: {r.get('served_from_pool')} served from the pool, "
+                             f"not {want_pool}")
+        continue
     if r["phase"] == "expiry":
         if r["operator"] == "kopc" and r.get("challenges_left") != 0:
             fails.append(f"{name}: {r.get('challenges_left')} Challenges left after expiry")
@@ -101,11 +122,16 @@ for r in results["runs"]:
         if not (tr.get("teams") == r["n"] and tr.get("own_token_ok") == r["n"]
                 and tr.get("other_token_refused") == r["n"]):
             fails.append(f"{name}: team tokens {tr}")
-for w in sorted(want - seen):
+only = set(sys.argv[2:])
+for w in sorted(x for x in want - seen if not only or x[0] in only):
     fails.append(f"{' '.join(w)}: not run")
 if not results.get("ratios"):
     fails.append("results.json: no paired ratios")
-for f in ("table.md", "bench.png", "bench-claims.png"):
+# The plots of the cells the run holds (a run of the realflag cells alone has none).
+kinds = {r["workload"] for r in results["runs"]}
+plots = ["table.md"] + (["bench.png"] if kinds & {"flighttickets", "challenges"} else []) \
+    + (["bench-claims.png"] if kinds & {"flighttickets", "challenges", "teams"} else [])
+for f in plots:
     p = os.path.join(out, f)
     if not os.path.exists(p) or not os.path.getsize(p):
         fails.append(f"{f} missing or empty")

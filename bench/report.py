@@ -68,10 +68,11 @@ def find(results, workload, n, op, phase):
         merged["api"] = dict(apis[0])
         for name in ("kopc", "nginx"):
             merged["api"][name] = {k: median([a[name][k] for a in apis]) for k in apis[0][name]}
-    claims = [r["claim_ms"] for r in good if r.get("claim_ms")]
-    if claims:
-        merged["claim_ms"] = {p: median([c[p] for c in claims if c.get(p) is not None])
-                              for p in ("p50", "p99", "max")}
+    for key in ("claim_ms", "flag_ms", "endpoint_ms"):  # per-team latencies (pool, realflag)
+        lats = [r[key] for r in good if r.get(key)]
+        if lats:
+            merged[key] = {p: median([c[p] for c in lats if c.get(p) is not None])
+                           for p in ("p50", "p99", "max")}
     strs = [r["streams"] for r in good if r.get("streams")]
     if strs:
         merged["streams"] = {k: median([x[k] for x in strs if x.get(k) is not None])
@@ -123,14 +124,22 @@ def key_of(key):
 
 
 def p99_of(r):
-    """A run's p99 latency: a claim on the team's stream, else the loader's."""
-    lat = r.get("claim_ms") or r.get("latency_ms") or {}
+    """A run's p99 latency: a claim on the team's stream, the team's flag
+    (realflag), else the loader's."""
+    lat = r.get("claim_ms") or r.get("flag_ms") or r.get("latency_ms") or {}
     return lat.get("p99")
+
+
+def p50_of(r):
+    lat = r.get("claim_ms") or r.get("flag_ms") or r.get("latency_ms") or {}
+    return lat.get("p50")
 
 
 # The limit's phase against which an operator's phase is measured.
 LIMIT_PHASE = {"warm": "limit", "cold": "limit", "limit": "limit", "burst": "burst",
-               "claims-fresh": "claims-fresh", "claims-pool": "claims-pool", "expiry": "expiry"}
+               "claims-fresh": "claims-fresh", "claims-pool": "claims-pool", "expiry": "expiry",
+               "realflag-fresh": "realflag-floor", "realflag-pool": "realflag-floor",
+               "realflag-floor": "realflag-floor"}
 
 
 def api_writes_per_object(results, r):
@@ -189,7 +198,10 @@ def ratios(results):
                 ("claims-fresh", "claims-fresh",
                  lambda r: (r.get("claim_ms") or r.get("latency_ms") or {}).get("p50"),
                  "claim p50, no pool"),
-                ("expiry", "expiry", key_of("converge_s"), "mass expiry, all namespaces gone")):
+                ("expiry", "expiry", key_of("converge_s"), "mass expiry, all namespaces gone"),
+                ("realflag-fresh", "realflag-floor", p50_of, "PUT to own flag p50, no pool"),
+                ("realflag-fresh", "realflag-floor", p99_of, "PUT to own flag p99, no pool"),
+                ("realflag-pool", "realflag-floor", p99_of, "PUT to own flag p99, warm pool")):
             for op in [p for p in ORDER if p != "limit"]:
                 pr = paired(results, workload, n, (op, phase), ("limit", lphase), value)
                 if pr:
@@ -243,8 +255,7 @@ def table(results):
                      f"median {median(loads):.2f}, max {max(loads):.2f} (a measurement alone "
                      f"makes about 2 on this machine).\n")
     sizes = sorted({(r["workload"], r["n"]) for r in results["runs"]},
-                   key=lambda x: (["flighttickets", "challenges", "teams", "expiry"].index(x[0])
-                                  if x[0] in ("flighttickets", "challenges", "teams", "expiry")
+                   key=lambda x: (WORKLOAD_ORDER.index(x[0]) if x[0] in WORKLOAD_ORDER
                                   else 9, x[1]))
     per_cell = {c: cell_trials(results, *c) for c in sizes}
     usual = max(set(per_cell.values()), key=list(per_cell.values()).count, default=1)
@@ -280,6 +291,9 @@ def table(results):
             continue
         if workload == "expiry":
             lines.append(expiry_table(results, n))
+            continue
+        if workload == "realflag":
+            lines.append(realflag_table(results, n))
             continue
         what = "FlightTickets" if workload == "flighttickets" else "Challenges"
         k = per_cell[(workload, n)]
@@ -431,6 +445,71 @@ def claims_table(results, n):
             f"| {fmt(within, 0)} | {fmt(api_writes_median(results, w, n, op, phase), 1)} "
             f"| {fmt(r.get('cpu_ms_per_object'), 2) if op != 'limit' else '–'} "
             f"| {fmt(r.get('pool_warmup_s'), 0)} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+WORKLOAD_ORDER = ["flighttickets", "challenges", "teams", "expiry", "realflag"]
+
+
+def realflag_table(results, n):
+    """On a real node (a realflag cell): N teams press Start together; the PUT
+    -> the first byte of the team's own flag through its endpoint, with and
+    without a warm pool, and the floor: bare pods of the same image."""
+    w = "realflag"
+    pool_r = find(results, w, n, "kopc", "realflag-pool") or {}
+    lines = [
+        f"### Real node: PUT to first flag byte, {n:,} teams at once\n",
+        f"One real node (kubelet, containerd, runc, a CNI, kube-proxy; 110 pods at most: {n:,} "
+        f"claimed instances, the {n:,} warm ones a pool refills with, and the node's own), the "
+        f"sample TCP challenge (examples/challenges/greeter, 10m CPU and 16 MiB requested) with "
+        f"a dynamic flag. {n:,} teams press Start together, each with its own token: "
+        f"`PUT /api/v1/teams/{{team}}/instances/realflag`, then the team reads its instance until "
+        f"the API reports an endpoint (a node port) and connects to it until the greeting "
+        f"carries a flag. Latency: the PUT sent → the line with the team's own flag read (its "
+        f"first byte and its last arrive in one segment). A flag that is not the team's "
+        f"(another team's, a stale one) fails the team, never counts as served; a greeting with "
+        f"no flag yet (a warm instance whose flag file the kubelet has not rewritten) and a "
+        f"refused connection are counted and tried again. With a pool: spec.pool.min = {n:,}, "
+        f"every warm instance Ready before the first PUT (warm-up "
+        f"{fmt(pool_r.get('pool_warmup_s'), 0)} s). The floor, measured in the same run: {n:,} "
+        f"bare pods of the same image, requests and hardening, each behind its own NodePort "
+        f"Service, created together by the harness with no operator; create → the flag through "
+        f"the node port; and before them one such pod alone, on the idle node. It is the floor of the no-pool figure (what the node takes to start a "
+        f"container and kube-proxy to route to it; the {n:,} at once meet the kubelet's and "
+        f"kube-proxy's batching in the same instant, so an operator's p99 can come out below "
+        f"theirs); an instance adds a namespace, its quota, "
+        f"network policies, a Deployment and the flag's Secret. A warm pool's floor is the "
+        f"kubelet's rewrite of a running pod's flag file, not measured apart.\n",
+        "| | own flag read | p50 (ms) | p99 (ms) | max (ms) | p50 × the floor's "
+        "| p99 × the floor's | endpoint reported p50 (ms) | wrong flag | flagless greetings "
+        "| refused connections | served from the pool |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for label, op, phase in ((f"the floor: {n:,} bare pods at once, no operator", "limit", "realflag-floor"),
+                             ("kopc, no pool", "kopc", "realflag-fresh"),
+                             (f"kopc, warm pool of {n:,}", "kopc", "realflag-pool")):
+        r = find(results, w, n, op, phase)
+        if not r:
+            continue
+        if r.get("done") != n:
+            lines.append(f"| {label} | FAILED ({r.get('done')}/{n}) "
+                         f"{(r.get('first_error') or r.get('error') or '')[:60]} |" + " |" * 10)
+            continue
+        c, e = r.get("flag_ms") or {}, r.get("endpoint_ms") or {}
+        if op == "limit" and r.get("solo_ms") is not None:
+            lines.append(f"| the floor: one bare pod alone, before the {n:,} | 1 "
+                         f"| {fmt(r['solo_ms'], 0)} | | | | | | | | | – |")
+
+        def vs(value):
+            if op == "limit":
+                return "1.00"
+            return fmt_ratio(paired(results, w, n, (op, phase), ("limit", "realflag-floor"), value))
+        lines.append(
+            f"| {label} | {r['done']:,.0f} | {fmt(c.get('p50'), 0)} | {fmt(c.get('p99'), 0)} "
+            f"| {fmt(c.get('max'), 0)} | {vs(p50_of)} | {vs(p99_of)} | {fmt(e.get('p50'), 0)} "
+            f"| {fmt(r.get('wrong_flag'), 0)} | {fmt(r.get('flagless'), 0)} "
+            f"| {fmt(r.get('refused'), 0)} "
+            f"| {fmt(r.get('served_from_pool'), 0) if op != 'limit' else '–'} |")
     lines.append("")
     return "\n".join(lines)
 
