@@ -21,9 +21,9 @@
 #include <openssl/sha.h>
 
 #include "api_core.h"
-#include "core_internal.h"
-#include "duration.h"
-#include "instance.h"
+#include "core/json.h"
+#include "core/duration.h"
+#include "core/flag.h"
 
 /* ---- routes ----------------------------------------------------------------- */
 
@@ -411,14 +411,6 @@ json_t *ctf_api_challenge_view(const json_t *def)
                      str_or_null(json_string_value(json_object_get(spec, "description"))),
                      "points", json_is_integer(points) ? json_copy((json_t *)points) : json_null(),
                      "expose", expose, "lifetimeSeconds", lifetime);
-}
-
-kop_err ctf_api_instance_name(const char *team, const char *challenge, char *out, size_t size)
-{
-    const char *parts[] = {challenge, team, NULL};
-    if (!team || !challenge)
-        return KOP_EINVAL;
-    return kop_meta_dns1123_label(out, size, NULL, parts);
 }
 
 /* ---- tokens ----------------------------------------------------------------- */

@@ -122,14 +122,6 @@ char *ctf_api_view_key(const json_t *view);
 json_t *ctf_api_challenge_view(const json_t *def);
 
 /*
- * ctf_api_instance_name writes the name of the Challenge the API creates
- * for team's instance of challenge: deterministic, so that concurrent
- * PUTs meet at one object (KOP_META_DNS1123_LABEL_MAX + 1 bytes).
- */
-KOP_NODISCARD kop_err ctf_api_instance_name(const char *team, const char *challenge, char *out,
-                                            size_t size);
-
-/*
  * ctf_api_bearer extracts the token of an "Authorization: Bearer <token>"
  * header value (NULL: no header) into out (CTF_API_TOKEN_MAX + 1 bytes).
  * False when the header is missing, of another scheme, or the token empty,

@@ -25,7 +25,7 @@
 #include <time.h>
 
 #include "api_internal.h"
-#include "duration.h"
+#include "core/duration.h"
 
 #define VIEW_SLOTS 4096 /* a power of two; 24 bytes each, the views themselves ~0.4 KB */
 #define KEY_MAX    (CTF_TEAM_SIZE + CTF_CHALLENGE_SIZE)

@@ -81,7 +81,7 @@ enum MHD_Result ctf_api_put_instance(ctf_api *api, struct MHD_Connection *conn, 
         ret = ctf_api_send_error(api, conn, rq, 409, "QuotaExceeded", msg, NULL);
         goto out;
     }
-    if (ctf_api_instance_name(rq->route.team, rq->route.challenge, name, sizeof name) ||
+    if (ctf_challenge_name(rq->route.team, rq->route.challenge, name, sizeof name) ||
         !(obj = new_challenge(api, rq, name, body))) {
         ret =
             ctf_api_send_error(api, conn, rq, 500, "Internal", "cannot build the Challenge", NULL);
@@ -127,7 +127,7 @@ static json_t *find_for_write(ctf_api *api, const request *rq, bool *asked)
     json_t *chal = ctf_api_find_instance(api, rq->route.team, rq->route.challenge);
     kop_status st;
     *asked = true;
-    if (chal || ctf_api_instance_name(rq->route.team, rq->route.challenge, name, sizeof name))
+    if (chal || ctf_challenge_name(rq->route.team, rq->route.challenge, name, sizeof name))
         return chal;
     kop_err err = kop_get(c, &CTF_CHALLENGES, api->opts.challenge_namespace, name, &chal, &st);
     if (err) {

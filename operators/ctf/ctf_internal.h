@@ -13,9 +13,12 @@
 
 #include <kop/kop.h>
 
-#include "core_internal.h"
-#include "duration.h"
-#include "instance.h"
+#include "core/admission.h"
+#include "core/applied.h"
+#include "core/duration.h"
+#include "core/instance.h"
+#include "core/json.h"
+#include "core/pool.h"
 
 /* Resources. */
 extern const kop_resource CTF_CHALLENGES;
@@ -38,10 +41,7 @@ extern const kop_resource CTF_SECRETS;
 #define CTF_STATUS_ERROR       "Error"
 #define CTF_STATUS_TERMINATING "Terminating"
 #define CTF_STATUS_DELETED     "Deleted"
-#define CTF_REASON_QUOTA       "QuotaExceeded"
 
-typedef struct ctf_admission ctf_admission;
-typedef struct ctf_applied ctf_applied;
 typedef struct ctf_pool ctf_pool;
 
 /* ctf_operator: settings from the command line, and the shared caches. */
@@ -95,151 +95,6 @@ kop_result ctf_reconcile(const kop_reconcile *req, void *user);
  * they are Established (--install-crds).
  */
 KOP_NODISCARD kop_err ctf_install_crds(kop_client *c, kop_status *st);
-
-/* ---- admission.c: the quotas ---- */
-
-#define CTF_TEAM_KEY_SIZE 320 /* "<namespace>/<team>" */
-
-typedef enum ctf_verdict {
-    CTF_ADMIT_OK = 0,
-    CTF_ADMIT_TEAM_FULL, /* the team runs --max-instances-per-team */
-    CTF_ADMIT_CTF_FULL,  /* the CTF runs --max-instances */
-} ctf_verdict;
-
-/* ctf_admission_new makes the quotas' state (empty); *out owned: ctf_admission_free. */
-KOP_NODISCARD kop_err ctf_admission_new(int max_per_team, int max_instances, ctf_admission **out);
-void ctf_admission_free(ctf_admission *a);
-
-/* ctf_admission_handler: the Challenge cache's events, to keep the counts (register once). */
-kop_informer_handler ctf_admission_handler(ctf_admission *a);
-
-/* ctf_admission_namespace_handler: the instance namespaces' cache events, to count the
- * warm instances that exist (register once). */
-kop_informer_handler ctf_admission_namespace_handler(ctf_admission *a);
-
-/*
- * ctf_admission_admit admits chal if one more instance fits, and keeps it
- * admitted (asking again answers the same). pool: the pool key
- * ("<namespace>/<definition>") of chal's definition when it keeps warm
- * instances, NULL otherwise: chal is then admitted on a warm slot of that
- * pool no other claimer holds, if there is one, and must then tell how its
- * claim went (ctf_admission_claimed or ctf_admission_unclaimed); else it
- * is admitted fresh, against every instance counted, warm ones included.
- * Anything but CTF_ADMIT_OK comes with msg (size bytes) saying why, for
- * the Challenge's status.
- */
-ctf_verdict ctf_admission_admit(ctf_admission *a, const json_t *chal, const char *pool, char *msg,
-                                size_t size);
-
-/*
- * ctf_admission_claimed records that chal's instance is the warm one in
- * namespace ns, which it claimed: the warm slot becomes the team's (the
- * total does not change). Counted even when chal was never admitted here
- * (a claim found by its labels after a restart): the namespace exists.
- */
-void ctf_admission_claimed(ctf_admission *a, const json_t *chal, const char *ns);
-
-/*
- * ctf_admission_unclaimed: chal, admitted on a warm slot, claimed none and
- * will be built fresh; it is admitted again as fresh, against every
- * instance counted, or refused and released (msg as above). A Challenge
- * admitted fresh already answers CTF_ADMIT_OK.
- */
-ctf_verdict ctf_admission_unclaimed(ctf_admission *a, const json_t *chal, char *msg, size_t size);
-
-/* ctf_admission_check answers, admitting nothing, whether a new instance of
- * team (Challenges in ns) might fit; msg as above. */
-ctf_verdict ctf_admission_check(ctf_admission *a, const char *ns, const char *team, char *msg,
-                                size_t size);
-
-/*
- * ctf_admission_reserve_warm counts the warm namespace ns of pool before
- * the pool creates it, if one more instance fits in --max-instances; false
- * (nothing counted) when it does not. Already counted: true.
- */
-bool ctf_admission_reserve_warm(ctf_admission *a, const char *pool, const char *ns);
-
-/* ctf_admission_add_warm counts the warm namespace ns of pool, which exists, whatever
- * the cap says. */
-void ctf_admission_add_warm(ctf_admission *a, const char *pool, const char *ns);
-
-/* ctf_admission_drop_warm stops counting the warm namespace ns (not created, or going). */
-void ctf_admission_drop_warm(ctf_admission *a, const char *ns);
-
-/* ctf_admission_warm returns the warm namespaces counted of pool (NULL: of all pools). */
-int ctf_admission_warm(ctf_admission *a, const char *pool);
-
-/* ctf_admission_room returns how many more instances (warm or not) fit in --max-instances. */
-int ctf_admission_room(ctf_admission *a);
-
-/* ctf_admission_release frees uid's slot; true when it held one. */
-bool ctf_admission_release(ctf_admission *a, const char *uid);
-
-/* ctf_admission_count returns the team's admitted instances (team NULL: all). */
-int ctf_admission_count(ctf_admission *a, const char *ns, const char *team);
-
-/* ---- applied.c: skip applying what was applied already ---- */
-
-#define CTF_DIGEST_HEX        65             /* SHA-256 in hex, NUL included */
-#define CTF_APPLIED_LAG_MS    10000          /* how long the caches may lag behind an apply */
-#define CTF_APPLIED_RESYNC_MS (10 * 60000L) /* every child applied again at least this often */
-
-typedef enum ctf_applied_verdict {
-    CTF_APPLY = 0,  /* apply every child */
-    CTF_APPLY_SKIP, /* what the caches show is what was applied */
-    CTF_APPLY_WAIT, /* applied just now: look again once the caches caught up */
-} ctf_applied_verdict;
-
-/* ctf_applied_seen: what the caches show of an instance's cached children. */
-typedef struct ctf_applied_seen {
-    int missing;         /* children absent from their cache, or being deleted */
-    int64_t generations; /* the sum of the cached Deployments' metadata.generation */
-} ctf_applied_seen;
-
-KOP_NODISCARD kop_err ctf_applied_new(ctf_applied **out);
-void ctf_applied_free(ctf_applied *a);
-
-/* ctf_applied_digest writes the SHA-256 (hex) of children's canonical text. */
-KOP_NODISCARD kop_err ctf_applied_digest(const json_t *children, char out[CTF_DIGEST_HEX]);
-
-/* ctf_applied_decide: apply, skip or wait (*wait_ms) for uid's children of digest. */
-ctf_applied_verdict ctf_applied_decide(ctf_applied *a, const char *uid, const char *digest,
-                                       const ctf_applied_seen *seen, int64_t now_ms,
-                                       long *wait_ms);
-
-/* ctf_applied_record notes a full apply of digest whose Deployments are at generations. */
-void ctf_applied_record(ctf_applied *a, const char *uid, const char *digest, int64_t generations,
-                        int64_t now_ms);
-
-/* ctf_applied_known: uid has a record (something applied for it was noted). */
-bool ctf_applied_known(ctf_applied *a, const char *uid);
-
-/* ctf_applied_forget drops uid's record (its instance is going). */
-void ctf_applied_forget(ctf_applied *a, const char *uid);
-
-/*
- * The last apply's digest is also kept on the server, so that a process
- * without a record (a new leader, a restart) need not apply again what the
- * one before it applied in full: a full apply stamps the digest on its last
- * child (CTF_ANNOTATION_APPLIED), and children are applied in order, each
- * only after the one before it went through, so the last child carrying a
- * digest proves every child was applied as that digest says.
- */
-#define CTF_ANNOTATION_APPLIED "ctf.kopc.io/applied"
-
-/* ctf_applied_stamp sets digest on the last of children (the one applied last). */
-KOP_NODISCARD kop_err ctf_applied_stamp(json_t *children, const char *digest);
-
-/*
- * ctf_applied_seed takes what the caches show of the last child as uid's
- * record when uid has none: stamped (its CTF_ANNOTATION_APPLIED, NULL when
- * the cache lacks it or does not hold its kind) equal to digest and no
- * cached child missing. The record then says "applied in full at now_ms,
- * the Deployments at seen->generations", so the next full apply comes with
- * the resync (CTF_APPLIED_RESYNC_MS). Returns whether it seeded.
- */
-bool ctf_applied_seed(ctf_applied *a, const char *uid, const char *digest, const char *stamped,
-                      const ctf_applied_seen *seen, int64_t now_ms);
 
 /* ---- observe.c: what a reconcile sees of the instance ---- */
 

@@ -11,7 +11,6 @@
 #include <openssl/crypto.h>
 
 #include "ctf_internal.h"
-#include "instance.h"
 
 /* read_key reads the dynamic flag's HMAC key into *key (owned: cleanse and free). */
 static kop_err read_key(ctf_operator *op, const json_t *def, unsigned char **key, size_t *len,

@@ -34,7 +34,7 @@
 #include <string.h>
 
 #include "api_core.h"
-#include "duration.h"
+#include "core/duration.h"
 
 #define T0 ((time_t)1795255200) /* 2026-11-21T10:00:00Z */
 

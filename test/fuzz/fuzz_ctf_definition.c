@@ -31,7 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "instance.h"
+#include "core/instance.h"
+#include "core/pool.h"
 
 #define MAX_INPUT (64 * 1024)
 #define FLAG      "CTF{Fuzz_7Qx!}"

@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "duration.h"
+#include "core/duration.h"
 
 #define FIELDS 8
 #define T0     ((time_t)1795255200) /* 2026-11-21T10:00:00Z */

@@ -22,7 +22,8 @@
 
 #include <cmocka.h>
 
-#include "ctf_internal.h"
+#include "core/admission.h"
+#include "core/names.h"
 
 /* chal makes a Challenge of team in ns with uid; status as given (NULL: none). */
 static json_t *chal(const char *ns, const char *team, const char *uid, const char *phase,

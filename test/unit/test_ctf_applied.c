@@ -19,7 +19,9 @@
 
 #include <cmocka.h>
 
-#include "ctf_internal.h"
+#include <kop/meta.h>
+
+#include "core/applied.h"
 
 static json_t *children(const char *flag)
 {

@@ -23,8 +23,9 @@
 #include <cmocka.h>
 
 #include "ctf_fixture.h"
-#include "ctf_internal.h"
-#include "instance.h"
+#include "core/admission.h"
+#include "core/pool.h"
+#include "core/instance.h"
 
 /* A dynamic flag, HTTP, and a template that sets a FLAG of its own. */
 static const char DEF_WEB[] =

@@ -1,5 +1,5 @@
 /*
- * duration.h - durations, RFC 3339 times and the lifetime rules of a CTF
+ * core/duration.h - durations, RFC 3339 times and the lifetime rules of a CTF
  * instance.
  *
  * A ChallengeDefinition's spec.lifetime holds Go-style durations ("30m",
@@ -13,8 +13,8 @@
  * Everything here is pure: no clock is read, the caller passes the times.
  * Times are whole seconds (time_t, UTC); sub-second parts are truncated.
  */
-#ifndef CTF_DURATION_H
-#define CTF_DURATION_H
+#ifndef CTF_CORE_DURATION_H
+#define CTF_CORE_DURATION_H
 
 #include <stdint.h>
 #include <time.h>
@@ -95,4 +95,4 @@ KOP_NODISCARD kop_err ctf_format_time(time_t t, char out[CTF_TIME_SIZE]);
  */
 KOP_NODISCARD kop_err ctf_parse_time(const char *s, time_t *out);
 
-#endif /* CTF_DURATION_H */
+#endif /* CTF_CORE_DURATION_H */

@@ -13,8 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core_internal.h"
-#include "instance.h"
+#include "core/definition.h"
+#include "core/duration.h"
+#include "core/flag.h"
+#include "core/json.h"
+#include "core/names.h"
+#include "core/pool.h"
 
 /* The volume sources restricted Pod Security allows. */
 static const char *const VOLUME_SOURCES[] = {

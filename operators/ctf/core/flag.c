@@ -1,7 +1,7 @@
 /*
  * flag.c - a team's flag: static, or derived with HMAC-SHA256 from a key the
  * definition names, so a CTF platform that holds the key can check a team's
- * flag without storing it (see instance.h). The flag is a secret: only
+ * flag without storing it (see flag.h). The flag is a secret: only
  * ctf_flag computes it, only the builder's Secret carries it.
  */
 #include <limits.h>
@@ -14,8 +14,9 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include "core_internal.h"
-#include "instance.h"
+#include "core/definition.h"
+#include "core/flag.h"
+#include "core/json.h"
 
 #define KEY_DEFAULT    "key"
 #define PREFIX_DEFAULT "flag{"

@@ -1,7 +1,7 @@
 /*
  * pod.c - what the operator does to every pod template of a definition:
- * harden it (ctf_harden_pod_spec, see instance.h) and make its readiness
- * mean that the program answers (ctf_default_probes, see core_internal.h).
+ * harden it (ctf_harden_pod_spec) and make its readiness mean that the
+ * program answers (ctf_default_probes); see pod.h.
  * Templates are deep copies the builder owns; the definition is never
  * modified.
  */
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core_internal.h"
-#include "instance.h"
+#include "core/json.h"
+#include "core/pod.h"
 
 /* ---- hardening ---------------------------------------------------------- */
 

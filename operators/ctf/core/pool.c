@@ -1,8 +1,9 @@
 /*
- * pool_core.c - the pure part of warm pools (see instance.h): reading a
- * definition's spec.pool, how many warm instances to keep, and the names
- * of warm instances. The pool controller itself is pool.c; the objects of
- * a warm instance are built by instance.c (ctf_build_pooled_children).
+ * pool.c - how big a warm pool is (see pool.h): reading a
+ * definition's spec.pool, how many warm instances to keep, how long a
+ * failing pool waits. The pool controller itself is controller/pool.c, the
+ * claim side controller/claim.c; the objects of a warm instance are built
+ * by instance.c (ctf_build_pooled_children), its namespace named by names.c.
  *
  * A pool whose new instances keep failing waits before it starts more,
  * longer each time (ctf_pool_backoff_ms), as the kubelet does for a crash
@@ -15,8 +16,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core_internal.h"
-#include "instance.h"
+#include "core/definition.h"
+#include "core/json.h"
+#include "core/names.h"
+#include "core/pool.h"
 
 /* pool_count reads spec.pool[key] (absent: 0); false when it is not in [0, CTF_POOL_MAX]. */
 static bool pool_count(const json_t *pool, const char *key, int *out)
@@ -81,18 +84,6 @@ int64_t ctf_pool_backoff_ms(int failures)
     for (int i = 1; i < failures && ms < CTF_POOL_BACKOFF_MAX_MS; i++)
         ms *= 2;
     return ms < CTF_POOL_BACKOFF_MAX_MS ? ms : CTF_POOL_BACKOFF_MAX_MS;
-}
-
-kop_err ctf_pool_namespace(const char *def_ns, const char *definition, const char *id, char *out,
-                           size_t size)
-{
-    char team[8 + CTF_POOL_ID_LEN];
-    if (out && size)
-        out[0] = '\0';
-    if (!id || strlen(id) != CTF_POOL_ID_LEN || strspn(id, "0123456789abcdef") != CTF_POOL_ID_LEN)
-        return KOP_EINVAL;
-    snprintf(team, sizeof team, "pool:%s", id);
-    return ctf_instance_namespace(def_ns, definition, team, out, size);
 }
 
 ctf_claim_answer ctf_pool_claim_answer(kop_err err)

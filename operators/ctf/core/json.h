@@ -1,17 +1,17 @@
 /*
- * core_internal.h - what the files of the CTF operator's pure core share
- * (ctf_core: definition.c, flag.c, names.c, pod.c, instance.c, api_core.c);
- * not an interface of the operator. Small jansson helpers, the names
- * helpers of names.c, and the pod helpers of pod.c the builder uses.
+ * core/json.h - small jansson helpers every layer of the CTF operator uses
+ * (static inline, no state): set or append stealing the value, get or make
+ * a child object or array, read obj[a][b]. No Kubernetes, no I/O.
  */
-#ifndef CTF_CORE_INTERNAL_H
-#define CTF_CORE_INTERNAL_H
+#ifndef CTF_CORE_JSON_H
+#define CTF_CORE_JSON_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
 #include <jansson.h>
-#include <kop/kop.h>
+#include <kop/common.h>
+#include <kop/meta.h>
 
 #define CTF_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -73,37 +73,4 @@ static inline const char *ctf_str2(const json_t *obj, const char *a, const char 
     return json_string_value(ctf_get2(obj, a, b));
 }
 
-/* ---- definition.c ---- */
-
-/*
- * ctf_invalid records a failure of the definition in st (reason
- * CTF_REASON_INVALID_DEFINITION, the message formatted; st may be NULL) and
- * returns KOP_EINVAL.
- */
-kop_err ctf_invalid(kop_status *st, const char *fmt, ...) KOP_PRINTF(2, 3);
-
-/* ---- names.c ---- */
-
-/*
- * ctf_sha256_hex writes the first n (even, <= 64) hex digits of SHA-256 over
- * the parts, each followed by a NUL byte, and a NUL; hex holds n + 1 bytes.
- */
-KOP_NODISCARD kop_err ctf_sha256_hex(char *hex, size_t n, const char *const *parts, size_t count);
-
-/* ctf_is_dns1035_label: a DNS-1123 label that starts with a letter (Service names). */
-bool ctf_is_dns1035_label(const char *s);
-
-/* ctf_is_svc_port_name: an IANA_SVC_NAME, at most 15 of [a-z0-9-] with a letter, no "--". */
-bool ctf_is_svc_port_name(const char *s);
-
-/* ---- pod.c ---- */
-
-/*
- * ctf_default_probes gives every container of the definition's pod named pod
- * (its template spec, a copy the builder owns) that has no readinessProbe a
- * TCP one: on the port the pod is exposed on in def_spec, else on the
- * container's first declared TCP port. False when memory ran out.
- */
-bool ctf_default_probes(const json_t *def_spec, const char *pod, json_t *tmpl);
-
-#endif /* CTF_CORE_INTERNAL_H */
+#endif /* CTF_CORE_JSON_H */

@@ -41,7 +41,8 @@
 
 #include <openssl/evp.h>
 
-#include "ctf_internal.h"
+#include "core/applied.h"
+#include "core/json.h"
 
 struct ctf_applied {
     pthread_mutex_t lock;

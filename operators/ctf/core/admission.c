@@ -58,7 +58,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctf_internal.h"
+#include "core/admission.h"
+#include "core/json.h"
+#include "core/names.h"
 
 struct ctf_admission {
     int max_per_team, max_instances;

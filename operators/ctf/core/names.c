@@ -1,8 +1,9 @@
 /*
  * names.c - the names an instance's objects get, deterministically, from
- * the Challenge (its namespace, the Ingress hosts) and the labels that tie
- * them back to it, and the name checks the rest of the core shares (see
- * instance.h and core_internal.h).
+ * the Challenge (its namespace, the Ingress hosts) or a warm instance's id
+ * (its namespace), the name of the Challenge the API creates for a team,
+ * the labels that tie them back to it, and the name checks the rest of the
+ * core shares (see names.h).
  *
  * Deterministic names are what make creating twice the same as creating
  * once: a second request, a retry or a restarted operator computes the same
@@ -16,8 +17,8 @@
 
 #include <openssl/evp.h>
 
-#include "core_internal.h"
-#include "instance.h"
+#include "core/json.h"
+#include "core/names.h"
 
 #define HOST_HASH_LEN 10
 
@@ -128,6 +129,26 @@ kop_err ctf_ingress_host(const ctf_config *cfg, const char *expose, const char *
         return KOP_EINVAL;
     }
     return KOP_OK;
+}
+
+kop_err ctf_pool_namespace(const char *def_ns, const char *definition, const char *id, char *out,
+                           size_t size)
+{
+    char team[8 + CTF_POOL_ID_LEN];
+    if (out && size)
+        out[0] = '\0';
+    if (!id || strlen(id) != CTF_POOL_ID_LEN || strspn(id, "0123456789abcdef") != CTF_POOL_ID_LEN)
+        return KOP_EINVAL;
+    snprintf(team, sizeof team, "pool:%s", id);
+    return ctf_instance_namespace(def_ns, definition, team, out, size);
+}
+
+kop_err ctf_challenge_name(const char *team, const char *challenge, char *out, size_t size)
+{
+    const char *parts[] = {challenge, team, NULL};
+    if (!team || !challenge)
+        return KOP_EINVAL;
+    return kop_meta_dns1123_label(out, size, NULL, parts);
 }
 
 /* ---- labels ------------------------------------------------------------- */

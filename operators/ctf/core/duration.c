@@ -11,7 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "duration.h"
+#include "core/definition.h"
+#include "core/duration.h"
 
 #define REASON_INVALID "InvalidDefinition"
 

@@ -28,8 +28,8 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-#include "core_internal.h"
-#include "instance.h"
+#include "core/instance.h"
+#include "core/json.h"
 
 /* Private and special ranges allow-internet never opens. */
 static const char *const PRIVATE_V4[] = {"10.0.0.0/8",    "172.16.0.0/12",  "192.168.0.0/16",
