@@ -6,7 +6,7 @@
 #ifndef CTF_API_H
 #define CTF_API_H
 
-#include "ctf_internal.h"
+#include "controller/operator.h"
 
 typedef struct ctf_api ctf_api;
 

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "api.h"
-#include "ctf_internal.h"
+#include "controller/operator.h"
 
 static const char usage_text[] =
     "usage: ctf-operator [flags]\n"

@@ -13,7 +13,7 @@
 
 #include <libfyaml.h>
 
-#include "ctf_internal.h"
+#include "controller/operator.h"
 
 /* From the generated crds_data.c. */
 extern const char *const ctf_crd_data[];

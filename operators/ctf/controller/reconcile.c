@@ -44,7 +44,7 @@
 
 #include <openssl/evp.h>
 
-#include "ctf_internal.h"
+#include "controller/operator.h"
 #include "kop/clock.h"
 
 const kop_resource CTF_CHALLENGES = {"ctf.kopc.io", "v1alpha1", "challenges", "Challenge", true};

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ctf_internal.h"
+#include "controller/operator.h"
 
 void ctf_observe_error(ctf_observation *o, const char *reason, const char *fmt, ...)
 {

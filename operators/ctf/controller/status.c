@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ctf_internal.h"
+#include "controller/operator.h"
 
 static void set_condition(json_t *status, const char *type, bool on, const char *reason,
                           const char *message, int64_t gen)

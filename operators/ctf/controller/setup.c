@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctf_internal.h"
+#include "controller/operator.h"
 
 /* ---- watches ------------------------------------------------------------------- */
 

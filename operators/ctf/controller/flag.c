@@ -10,7 +10,7 @@
 
 #include <openssl/crypto.h>
 
-#include "ctf_internal.h"
+#include "controller/operator.h"
 
 /* read_key reads the dynamic flag's HMAC key into *key (owned: cleanse and free). */
 static kop_err read_key(ctf_operator *op, const json_t *def, unsigned char **key, size_t *len,

@@ -74,7 +74,7 @@
 
 #include <openssl/rand.h>
 
-#include "ctf_internal.h"
+#include "controller/operator.h"
 #include "kop/clock.h"
 
 #define POOL_KEY_SIZE     320   /* "<namespace>/<definition>" */
