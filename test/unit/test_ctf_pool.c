@@ -24,6 +24,7 @@
 
 #include "ctf_fixture.h"
 #include "core/admission.h"
+#include "controller/claim.h"
 #include "core/pool.h"
 #include "core/instance.h"
 

@@ -1,5 +1,6 @@
 /*
- * team_flag.c - a team's flag as the cluster defines it now: the
+ * flag.c - a team's flag as the cluster defines it now (core/flag.c
+ * computes it): the
  * definition's static flag, or its dynamic flag from the HMAC key the
  * definition's Secret holds, read from the apiserver on each call (a key
  * rotated a moment ago counts). The reconciler hands it to the instance's

@@ -1,6 +1,6 @@
 /*
  * observe.c - what a reconcile sees of an instance, from the caches only
- * (see ctf_internal.h): a container that cannot start (an image that cannot
+ * (see observe.h): a container that cannot start (an image that cannot
  * be pulled, a crash loop), Deployments available, endpoints known and
  * every exposed Service's endpoint ready. The events of the instance's
  * objects bring the Challenge back here; nothing is polled.
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "controller/operator.h"
+#include "controller/observe.h"
 
 void ctf_observe_error(ctf_observation *o, const char *reason, const char *fmt, ...)
 {

@@ -1,14 +1,17 @@
 /*
- * setup.c - the Challenge controller put together (ctf_setup_controller):
- * the caches it reads, their indexes, the watches that bring a Challenge
- * back when anything of its instance changes, the admission's view of the
- * cache, and the operator's metrics.
+ * setup.c - the two controllers put together: the Challenge controller
+ * (ctf_setup_controller): the caches it reads, their indexes, the watches
+ * that bring a Challenge back when anything of its instance changes, the
+ * admission's view of the cache, and the operator's metrics; and the pool
+ * controller (ctf_setup_pool): the pool's state (pool.h), its indexes of
+ * warm namespaces, its watches and metrics.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "controller/operator.h"
+#include "controller/pool.h"
+#include "controller/reconcile.h"
 
 /* ---- watches ------------------------------------------------------------------- */
 
@@ -192,5 +195,131 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
                                    &op->networkpolicies);
     if (err)
         kop_status_setf(st, 0, NULL, "challenge watches: %s", kop_strerror(err));
+    return err;
+}
+
+/* ---- the pool controller ---------------------------------------------------------------------- */
+
+/* by_pool maps a warm instance's object to its definition. */
+static void by_pool(const json_t *obj, kop_emit_fn emit, void *ctx, void *user)
+{
+    ctf_operator *op = user;
+    const char *ns = kop_meta_label(obj, CTF_LABEL_POOL_NS);
+    const char *def = kop_meta_label(obj, CTF_LABEL_DEFINITION);
+    const char *instance = kop_meta_namespace(obj); /* a Namespace: its own name */
+    if (!ns || !def || !kop_meta_label(obj, CTF_LABEL_POOL))
+        return;
+    ctf_pool_mark_dirty(op->pool, ctf_nonempty(instance) ? instance : kop_meta_name(obj));
+    emit(ns, def, ctx);
+}
+
+/* index_pool: warm namespaces by their definition's name (the asker checks the namespace). */
+static size_t index_pool(const json_t *n, const char **values, size_t max, void *user)
+{
+    (void)user;
+    values[0] =
+        max && kop_meta_label(n, CTF_LABEL_POOL) ? kop_meta_label(n, CTF_LABEL_DEFINITION) : NULL;
+    return values[0] ? 1 : 0;
+}
+
+/* index_pool_free: the warm namespaces no one claimed (and not going), by their definition's
+ * name: what a claim looks for, without parsing the claimed ones. */
+static size_t index_pool_free(const json_t *n, const char **values, size_t max, void *user)
+{
+    (void)user;
+    if (max == 0 || !kop_meta_label(n, CTF_LABEL_POOL) || ctf_is_claimed(n) || kop_meta_is_deleting(n))
+        return 0;
+    values[0] = kop_meta_label(n, CTF_LABEL_DEFINITION);
+    return values[0] ? 1 : 0;
+}
+
+static kop_err pool_metrics(ctf_operator *op)
+{
+    kop_metrics *m = kop_manager_metrics(op->mgr);
+    static const char *const def_labels[] = {"namespace", "definition", NULL};
+    static const char *const state_labels[] = {"namespace", "definition", "state", NULL};
+    static const char *const result_labels[] = {"namespace", "definition", "result", NULL};
+    kop_err err =
+        kop_metrics_gauge(m, "ctf_pool_target", "Unclaimed warm instances each pool is kept at",
+                          def_labels, &op->pool->target_metric);
+    if (!err)
+        err = kop_metrics_gauge(m, "ctf_pool_instances",
+                                "Warm instances by state (ready, starting, claimed)", state_labels,
+                                &op->pool->instances_metric);
+    if (!err)
+        err = kop_metrics_counter(m, "ctf_pool_claims_total",
+                                  "Requests of a pooled definition, by result (pool, fresh)",
+                                  result_labels, &op->pool->claims_metric);
+    return err;
+}
+
+void ctf_pool_free(ctf_pool *p)
+{
+    if (!p)
+        return;
+    json_decref(p->decided);
+    json_decref(p->taken);
+    json_decref(p->pending);
+    json_decref(p->busy);
+    json_decref(p->cursors);
+    json_decref(p->seen);
+    json_decref(p->dirty);
+    json_decref(p->requests);
+    json_decref(p->targets);
+    json_decref(p->failing);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+kop_err ctf_setup_pool(ctf_operator *op, kop_status *st)
+{
+    ctf_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return KOP_ENOMEM;
+    pthread_mutex_init(&p->lock, NULL);
+    p->decided = json_object();
+    p->taken = json_object();
+    p->pending = json_object();
+    p->busy = json_object();
+    p->cursors = json_object();
+    p->seen = json_object();
+    p->dirty = json_object();
+    p->requests = json_object();
+    p->targets = json_object();
+    p->failing = json_object();
+    op->pool = p;
+    kop_err err =
+        p->decided && p->taken && p->pending && p->busy && p->cursors && p->seen && p->dirty &&
+                    p->requests && p->targets && p->failing
+            ? KOP_OK
+            : KOP_ENOMEM;
+    kop_controller_opts co = {
+        .name = "pool",
+        .for_resource = CTF_DEFINITIONS,
+        .namespace = op->watch_namespace,
+        .reconcile = ctf_pool_reconcile,
+        .user = op,
+        .update_predicate = kop_predicate_generation_changed,
+        .max_concurrent = 1,
+    };
+    if (!err)
+        err = pool_metrics(op);
+    if (!err)
+        err = kop_informer_add_index(op->namespaces, CTF_INDEX_POOL, index_pool, NULL);
+    if (!err)
+        err = kop_informer_add_index(op->namespaces, POOL_INDEX_FREE, index_pool_free, NULL);
+    if (!err)
+        err = kop_controller_new(op->mgr, &co, &p->ctl);
+    const kop_resource *children[] = {&CTF_NAMESPACES, &CTF_DEPLOYMENTS, &CTF_PODS,
+                                      &CTF_ENDPOINTSLICES, &CTF_NETWORKPOLICIES};
+    for (size_t i = 0; !err && i < CTF_LEN(children); i++)
+        err =
+            kop_controller_watch(p->ctl, &(kop_controller_watch_opts){.resource = children[i],
+                                                                      .label_selector = CTF_MANAGED,
+                                                                      .fn = by_pool,
+                                                                      .user = op,
+                                                                      .map_reads_metadata = true});
+    if (err)
+        kop_status_setf(st, 0, NULL, "pool controller: %s", kop_strerror(err));
     return err;
 }

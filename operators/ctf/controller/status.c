@@ -1,6 +1,6 @@
 /*
  * status.c - a Challenge's status, written from what a reconcile observed
- * (see ctf_internal.h): currentStatus, reason and message, the instance's
+ * (see status.h): currentStatus, reason and message, the instance's
  * namespace, endpoints and times, and the Ready, Progressing and Degraded
  * conditions. A status that says what the cache already shows is not
  * written; a transition is logged, recorded as an Event, and Running counts
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "controller/operator.h"
+#include "controller/status.h"
 
 static void set_condition(json_t *status, const char *type, bool on, const char *reason,
                           const char *message, int64_t gen)

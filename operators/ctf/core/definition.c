@@ -1,6 +1,6 @@
 /*
  * definition.c - ctf_validate_definition: what a ChallengeDefinition must be
- * before any instance is built from it (see instance.h). The CRD's schema
+ * before any instance is built from it (see definition.h). The CRD's schema
  * and CEL rules refuse most mistakes at the apiserver; this is the second
  * line, for what they cannot express (every exposure names a pod that
  * declares its port, restricted Pod Security for every template, ...), and

@@ -1,7 +1,8 @@
 /*
  * instance.c - the objects of one CTF instance, built from a
- * ChallengeDefinition and a Challenge (ctf_build_children), and the
- * endpoints a team connects to (ctf_endpoints); see instance.h and
+ * ChallengeDefinition and a Challenge (ctf_build_children) or a warm
+ * instance's id (ctf_build_pooled_children: a warm pool's, claimed later
+ * by controller/claim.c), and the endpoints a team connects to (ctf_endpoints); see instance.h and
  * docs/ctf-resources.md. The definition is checked by definition.c, the
  * flag computed by flag.c, the pod templates hardened by pod.c and the
  * names made by names.c.

@@ -62,38 +62,4 @@ int ctf_pool_target(const ctf_pool_spec *p, int recent_requests);
 #define CTF_POOL_BACKOFF_MAX_MS  300000
 int64_t ctf_pool_backoff_ms(int failures);
 
-/*
- * A claim is a conditional write (a merge patch of the warm Namespace's
- * labels carrying the resourceVersion the claimer saw). Its answer may be
- * lost: the apiserver committed it and the connection dropped, or the
- * request timed out, or a 5xx came back from a layer in front of it. The
- * claimer then reads the Namespace from the server (never the cache, which
- * may not show the claim yet) before it lets the namespace go or tries
- * another: one Challenge never holds two warm instances.
- *
- * ctf_claim_answer sorts what the claim's write returned:
- */
-typedef enum ctf_claim_answer {
-    CTF_CLAIM_DONE = 0, /* 2xx: the namespace is the claimer's */
-    CTF_CLAIM_GONE,     /* 404: the namespace went; try the next */
-    CTF_CLAIM_REFUSED,  /* refused before it acted (400, 401, 403, 422, 429, ...): not claimed */
-    CTF_CLAIM_CHECK,    /* 409, or an outcome not known (timeout, connection, 5xx): read it */
-} ctf_claim_answer;
-
-/* ctf_pool_claim_answer sorts err, returned by a claim's write. */
-ctf_claim_answer ctf_pool_claim_answer(kop_err err);
-
-/* ctf_claim_verdict: whose a warm Namespace is, as the server shows it. */
-typedef enum ctf_claim_verdict {
-    CTF_CLAIM_MINE = 0, /* labelled for the claimer (its uid annotation): the claim landed */
-    CTF_CLAIM_FREE,     /* claimed by no one and not being deleted: it may be claimed again */
-    CTF_CLAIM_LOST,     /* another Challenge's, being deleted, or gone (NULL) */
-} ctf_claim_verdict;
-
-/*
- * ctf_pool_claim_verdict judges nsobj (the Namespace as the server returned
- * it; NULL: not found) for the Challenge whose uid is uid. Pure.
- */
-ctf_claim_verdict ctf_pool_claim_verdict(const json_t *nsobj, const char *uid);
-
 #endif /* CTF_CORE_POOL_H */
