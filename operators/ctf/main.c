@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
+#include "api/api.h"
 #include "controller/operator.h"
 
 static const char usage_text[] =

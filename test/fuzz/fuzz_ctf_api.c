@@ -33,7 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_core.h"
+#include "api/auth.h"
+#include "api/routes.h"
+#include "api/stream.h"
+#include "api/views.h"
 #include "core/duration.h"
 
 #define T0 ((time_t)1795255200) /* 2026-11-21T10:00:00Z */

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_core.h"
+#include "api/stream.h"
 
 /* ---- a client's parser (WHATWG HTML, "Server-sent events") ---------------- */
 

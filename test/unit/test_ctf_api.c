@@ -15,7 +15,10 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
-#include "api_core.h"
+#include "api/auth.h"
+#include "api/routes.h"
+#include "api/stream.h"
+#include "api/views.h"
 #include "ctf_fixture.h"
 #include "core/duration.h"
 #include "core/names.h"

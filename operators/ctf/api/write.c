@@ -1,5 +1,5 @@
 /*
- * api_write.c - the API's writes: PUT creates a team's instance (idempotent:
+ * write.c - the API's writes: PUT creates a team's instance (idempotent:
  * the Challenge's name is a function of team and challenge), POST renew
  * extends it (a merge patch guarded by resourceVersion, retried on a
  * conflict), DELETE stops it (202 Stopping). Quotas are asked of the
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "api_internal.h"
+#include "api/internal.h"
 
 /* new_challenge builds the Challenge a PUT creates (owned). */
 static json_t *new_challenge(ctf_api *api, const request *rq, const char *name,

@@ -1,6 +1,7 @@
 /*
- * api_stream.c - the event streams (Server-Sent Events), without a thread
- * per stream.
+ * stream.c - the event streams (Server-Sent Events), without a thread
+ * per stream. Each event is formatted by ctf_sse_event (at the end of the
+ * file; pure, see stream.h, fuzzed by test/fuzz/fuzz_ctf_sse.c).
  *
  * The API's server polls its connections from a small pool of threads, so
  * a stream with nothing to send must not wait in its content callback:
@@ -37,7 +38,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "api_internal.h"
+#include "api/internal.h"
+#include "api/stream.h"
+#include "api/views.h"
 
 struct stream {
     ctf_api *api;
@@ -530,4 +533,26 @@ enum MHD_Result ctf_api_get_events(ctf_api *api, struct MHD_Connection *conn, re
     rq->answered = true;
     ctf_api_count(api, rq, 200);
     return ret;
+}
+
+/* ---- events ----------------------------------------------------------------- */
+
+kop_err ctf_sse_event(const char *name, const json_t *data, char **out, size_t *len)
+{
+    char *json = kop_meta_dumps(data, JSON_COMPACT);
+    *out = NULL;
+    *len = 0;
+    if (!json)
+        return KOP_ENOMEM;
+    size_t n = strlen(name) + strlen(json) + 20;
+    char *s = malloc(n);
+    if (!s) {
+        free(json);
+        return KOP_ENOMEM;
+    }
+    int w = snprintf(s, n, "event: %s\ndata: %s\n\n", name, json);
+    free(json);
+    *out = s;
+    *len = (size_t)w;
+    return KOP_OK;
 }

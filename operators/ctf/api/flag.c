@@ -1,5 +1,5 @@
 /*
- * api_flag.c - POST .../instances/{challenge}/flag: a CTF platform's
+ * flag.c - POST .../instances/{challenge}/flag: a CTF platform's
  * backend asks whether a submission is the team's flag (docs/api.md,
  * docs/ctfd.md). Only the admin token may ask, so the question never
  * reaches a participant's browser; the answer is a yes or no, never the
@@ -13,7 +13,7 @@
 
 #include <openssl/crypto.h>
 
-#include "api_internal.h"
+#include "api/internal.h"
 
 enum MHD_Result ctf_api_check_flag(ctf_api *api, mhd_conn *conn, request *rq,
                                    const char *submission)

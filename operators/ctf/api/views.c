@@ -1,7 +1,11 @@
 /*
- * api_views.c - the Instance views the API answered lately, so that a page
- * polling GET .../instances/{challenge} costs a copy of text, not a parse
- * of the Challenge and its definition out of the informers' caches.
+ * views.c - the Instance view: what a team's page shows of a Challenge
+ * (ctf_api_instance_view, pure, see views.h), the one place where a
+ * Challenge becomes what a page shows, so the page sees the same thing
+ * whether it asked by a GET, a write or its event stream; and the views
+ * the API answered lately, so that a page polling GET
+ * .../instances/{challenge} costs a copy of text, not a parse of the
+ * Challenge and its definition out of the informers' caches.
  *
  * A view is kept as its JSON text without "secondsLeft", the one field
  * that changes with the clock; each answer appends it (a JSON object's
@@ -24,10 +28,139 @@
 #include <string.h>
 #include <time.h>
 
-#include "api_internal.h"
+#include "api/internal.h"
+#include "api/views.h"
 #include "core/duration.h"
+#include "core/json.h"
 
 #define VIEW_SLOTS 4096 /* a power of two; 24 bytes each, the views themselves ~0.4 KB */
+
+/* ---- views ------------------------------------------------------------------ */
+
+const char *ctf_api_state(const json_t *chal)
+{
+    const char *phase = ctf_str2(chal, "status", "currentStatus");
+    if (kop_meta_is_deleting(chal) || (phase && (strcmp(phase, "Terminating") == 0 ||
+                                                 strcmp(phase, "Deleted") == 0)))
+        return CTF_STATE_STOPPING;
+    if (phase && strcmp(phase, "Error") == 0)
+        return CTF_STATE_ERROR;
+    if (phase && strcmp(phase, "Running") == 0)
+        return CTF_STATE_RUNNING;
+    return CTF_STATE_STARTING;
+}
+
+/* time_or_null returns t as an RFC 3339 JSON string, or null when t <= 0. */
+static json_t *time_or_null(time_t t)
+{
+    char ts[CTF_TIME_SIZE];
+    if (t <= 0 || ctf_format_time(t, ts) != KOP_OK)
+        return json_null();
+    return json_string(ts);
+}
+
+static json_t *str_or_null(const char *s)
+{
+    return s ? json_string(s) : json_null();
+}
+
+/* expiry_of finds chal's expiry and its furthest renewal (0 when unknown). */
+static void expiry_of(const json_t *chal, const json_t *def, time_t *expires, time_t *max)
+{
+    const json_t *spec = json_object_get(def, "spec");
+    const char *created_s = ctf_str2(chal, "metadata", "creationTimestamp");
+    const char *status_exp = ctf_str2(chal, "status", "expiresAt");
+    time_t created = 0;
+    ctf_lifetime lt;
+    *expires = *max = 0;
+    if (def && created_s && ctf_parse_time(created_s, &created) == KOP_OK &&
+        ctf_lifetime_parse(spec, &lt, NULL) == KOP_OK &&
+        ctf_expiry(created, spec, ctf_str2(chal, "spec", "expiresAt"), expires, NULL) == KOP_OK) {
+        *max = created + (time_t)(lt.max_ms / 1000);
+        return;
+    }
+    if (!status_exp || ctf_parse_time(status_exp, expires) != KOP_OK)
+        *expires = 0;
+}
+
+json_t *ctf_api_instance_view(const json_t *chal, const json_t *def, time_t now)
+{
+    const json_t *status = json_object_get(chal, "status");
+    const json_t *eps = json_object_get(status, "endpoints");
+    const char *state = ctf_api_state(chal);
+    const char *phase = json_string_value(json_object_get(status, "currentStatus"));
+    time_t expires, max;
+    expiry_of(chal, def, &expires, &max);
+    bool renewable = max > 0 && expires < max && strcmp(state, CTF_STATE_STOPPING) != 0;
+
+    return json_pack(
+        "{s:o, s:o, s:o, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "team",
+        str_or_null(ctf_str2(chal, "spec", "team")), "challenge",
+        str_or_null(ctf_str2(chal, "spec", "definition")), "name", str_or_null(kop_meta_name(chal)),
+        "state", state, "status", phase ? phase : "None", "reason",
+        str_or_null(json_string_value(json_object_get(status, "reason"))), "message",
+        str_or_null(json_string_value(json_object_get(status, "message"))), "endpoints",
+        json_is_array(eps) ? json_deep_copy(eps) : json_array(), "createdAt",
+        str_or_null(ctf_str2(chal, "metadata", "creationTimestamp")), "startedAt",
+        str_or_null(json_string_value(json_object_get(status, "startedAt"))), "expiresAt",
+        time_or_null(expires), "maxExpiresAt", time_or_null(max), "secondsLeft",
+        expires > 0 ? json_integer(expires > now ? (json_int_t)(expires - now) : 0) : json_null(),
+        "renewable", renewable);
+}
+
+json_t *ctf_api_stopped_view(const char *team, const char *challenge)
+{
+    return json_pack("{s:s, s:s, s:n, s:s, s:n, s:n, s:n, s:[], s:n, s:n, s:n, s:n, s:n, s:b}",
+                     "team", team, "challenge", challenge, "name", "state", CTF_STATE_STOPPED,
+                     "status", "reason", "message", "endpoints", "createdAt", "startedAt",
+                     "expiresAt", "maxExpiresAt", "secondsLeft", "renewable", 0);
+}
+
+char *ctf_api_view_key(const json_t *view)
+{
+    json_t *copy = json_copy((json_t *)view);
+    if (!copy)
+        return NULL;
+    json_object_del(copy, "secondsLeft");
+    char *key = kop_meta_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(copy);
+    return key;
+}
+
+json_t *ctf_api_challenge_view(const json_t *def)
+{
+    const json_t *spec = json_object_get(def, "spec");
+    const json_t *points = json_object_get(spec, "points");
+    json_t *expose = json_array(), *lifetime = json_null();
+    const json_t *e;
+    size_t i;
+    ctf_lifetime lt;
+
+    json_array_foreach(json_object_get(spec, "expose"), i, e)
+    {
+        const char *type = json_string_value(json_object_get(e, "type"));
+        json_array_append_new(expose, json_pack("{s:o, s:s}", "name",
+                                                str_or_null(json_string_value(
+                                                    json_object_get(e, "name"))),
+                                                "type", type ? type : "TCP"));
+    }
+    if (ctf_lifetime_parse(spec, &lt, NULL) == KOP_OK) {
+        json_decref(lifetime);
+        lifetime = json_pack("{s:I, s:I, s:I}", "default", (json_int_t)(lt.default_ms / 1000),
+                             "max", (json_int_t)(lt.max_ms / 1000), "renewBy",
+                             (json_int_t)(lt.renew_ms / 1000));
+    }
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "name",
+                     str_or_null(kop_meta_name(def)), "title",
+                     str_or_null(json_string_value(json_object_get(spec, "title"))), "category",
+                     str_or_null(json_string_value(json_object_get(spec, "category"))),
+                     "description",
+                     str_or_null(json_string_value(json_object_get(spec, "description"))),
+                     "points", json_is_integer(points) ? json_copy((json_t *)points) : json_null(),
+                     "expose", expose, "lifetimeSeconds", lifetime);
+}
+
+/* ---- the views answered lately ---------------------------------------------- */
 #define KEY_MAX    (CTF_TEAM_SIZE + CTF_CHALLENGE_SIZE)
 
 /* entry: one view; data holds the key (team '\0' challenge '\0'), then the text. */

@@ -1,5 +1,5 @@
 /*
- * api_respond.c - the instance API's answers. Every response goes through
+ * respond.c - the instance API's answers. Every response goes through
  * ctf_api_send_body, which adds the security headers, queues it, marks the
  * request answered and counts it in ctf_api_requests_total, so no answer
  * can skip a header or the metric. Errors have one shape,
@@ -9,13 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_internal.h"
+#include "api/internal.h"
+#include "web/web.h"
 
 /* From the generated web_data.c: the page's files and openapi.json. */
-extern const char *const ctf_web_names[];
-extern const char *const ctf_web_data[];
-extern const size_t ctf_web_size[];
-extern const size_t ctf_web_count;
 
 static const char *const SECURITY_HEADERS[][2] = {
     {"X-Content-Type-Options", "nosniff"},
@@ -96,7 +93,7 @@ enum MHD_Result ctf_api_send_error(ctf_api *api, struct MHD_Connection *conn, re
     return ret;
 }
 
-/* send_status answers the refusal st describes (code and reason set by api_core). */
+/* send_status answers the refusal st describes (code and reason set by routes.c and auth.c). */
 enum MHD_Result ctf_api_send_status(ctf_api *api, struct MHD_Connection *conn, request *rq,
                                     const kop_status *st)
 {

@@ -1,22 +1,26 @@
 /*
- * api_internal.h - what the instance API's files share (docs/api.md is the
+ * api/internal.h - what the instance API's files share (docs/api.md is the
  * contract; docs/architecture.md the map):
  *
- *   api.c         the server: MHD callbacks, the order of checks, dispatch,
- *                 start and stop
- *   api_respond.c answers: JSON bodies, errors, the page's assets, metrics
- *   api_auth.c    who a token belongs to, and each team's write budget
- *   api_read.c    reads from the caches: a team's Instances, the GET routes
- *   api_write.c   PUT (create), POST renew, DELETE (stop)
- *   api_stream.c  the event streams: parked while idle, woken by changes
- *   api_flag.c    the flag check (admin only)
+ *   server.c   the server: MHD callbacks, the order of checks, dispatch,
+ *              start and stop
+ *   routes.c   what a request names (its route) and carries (its body); pure
+ *   respond.c  answers: JSON bodies, errors, the page's assets (web/), metrics
+ *   auth.c     who a token belongs to (the token table), and each team's
+ *              write budget
+ *   read.c     reads from the caches: a team's Instances, the GET routes
+ *   write.c    PUT (create), POST renew, DELETE (stop)
+ *   stream.c   the event streams: parked while idle, woken by changes
+ *   flag.c     the flag check (admin only)
+ *   views.c    the Instance view, and the views answered lately, kept
+ *              until their Challenge or any definition changes
  *
- *   api_views.c   the Instance views answered lately, kept until their
- *                 Challenge or any definition changes
+ * Of the controller layer the API uses only its declared interface,
+ * controller/operator.h (the caches, the admission, a team's flag).
  *
  * Locks: api->lock guards the streams and the buckets, and is never held
  * while calling into an informer; MHD's suspend and resume are called with
- * it held (api_stream.c). api->tokens_lock (a rwlock) guards the token
+ * it held (stream.c). api->tokens_lock (a rwlock) guards the token
  * table and is held while rebuilding it from the Secret cache; the view
  * cache has a lock of its own. Neither is taken with api->lock held.
  */
@@ -28,8 +32,11 @@
 
 #include <microhttpd.h>
 
-#include "api.h"
-#include "api_core.h"
+#include "api/api.h"
+#include "api/auth.h"
+#include "api/routes.h"
+#include "api/stream.h"
+#include "api/views.h"
 
 #define ADMIN_SECRET     "ctf-api-admin"
 #define ADMIN_KEY        "token"
@@ -51,8 +58,8 @@ struct team_bucket {
     ctf_bucket b;
 };
 
-typedef struct stream stream;               /* api_stream.c */
-typedef struct ctf_api_views ctf_api_views; /* api_views.c */
+typedef struct stream stream;               /* stream.c */
+typedef struct ctf_api_views ctf_api_views; /* views.c */
 
 struct ctf_api {
     ctf_operator *op;
@@ -71,10 +78,10 @@ struct ctf_api {
     int nstreams;
     uint64_t token_gen; /* bumped by every change of the token Secrets */
 
-    pthread_rwlock_t tokens_lock; /* guards tokens and tokens_gen (api_auth.c) */
+    pthread_rwlock_t tokens_lock; /* guards tokens and tokens_gen (auth.c) */
     ctf_token_table *tokens;      /* the token Secrets' digests; NULL: to be built */
     uint64_t tokens_gen;          /* the token_gen tokens were built at */
-    ctf_api_views *views;         /* the Instance views answered lately (api_views.c) */
+    ctf_api_views *views;         /* the Instance views answered lately (views.c) */
     pthread_t streamer;
     bool streamer_running;
 };
@@ -100,7 +107,7 @@ typedef struct request {
 
 typedef struct MHD_Connection mhd_conn;
 
-/* ---- api_respond.c: every answer queues its response and counts it ---- */
+/* ---- respond.c: every answer queues its response and counts it ---- */
 
 /* ctf_api_count counts the answer in ctf_api_requests_total (and logs it at -v 1). */
 void ctf_api_count(ctf_api *api, const request *rq, unsigned code);
@@ -132,7 +139,7 @@ enum MHD_Result ctf_api_no_instance(ctf_api *api, mhd_conn *conn, request *rq);
 /* ctf_api_stopping: 409 InstanceStopping. */
 enum MHD_Result ctf_api_stopping(ctf_api *api, mhd_conn *conn, request *rq);
 
-/* ---- api_auth.c ---- */
+/* ---- auth.c ---- */
 
 /*
  * ctf_api_authenticate finds whose token the Authorization header carries,
@@ -145,7 +152,7 @@ bool ctf_api_authenticate(ctf_api *api, const char *header, principal *who);
 /* ctf_api_spend takes one write from team's bucket; false with *retry_s set when empty. */
 bool ctf_api_spend(ctf_api *api, const char *team, int *retry_s);
 
-/* ---- api_views.c ---- */
+/* ---- views.c ---- */
 
 /* ctf_api_views_new makes an empty view cache (*out owned: ctf_api_views_free). */
 KOP_NODISCARD kop_err ctf_api_views_new(ctf_api_views **out);
@@ -163,7 +170,7 @@ kop_informer_handler ctf_api_views_definition_handler(ctf_api *api);
  */
 char *ctf_api_views_answer(ctf_api *api, const char *team, const char *challenge, bool *missing);
 
-/* ---- api_read.c ---- */
+/* ---- read.c ---- */
 
 /* ctf_api_synced: every cache the API reads has synced. */
 bool ctf_api_synced(ctf_api *api);
@@ -180,20 +187,20 @@ enum MHD_Result ctf_api_get_challenges(ctf_api *api, mhd_conn *conn, request *rq
 enum MHD_Result ctf_api_get_instances(ctf_api *api, mhd_conn *conn, request *rq);
 enum MHD_Result ctf_api_get_instance(ctf_api *api, mhd_conn *conn, request *rq);
 
-/* ---- api_write.c ---- */
+/* ---- write.c ---- */
 
 enum MHD_Result ctf_api_put_instance(ctf_api *api, mhd_conn *conn, request *rq,
                                      const ctf_put_body *body);
 enum MHD_Result ctf_api_delete_instance(ctf_api *api, mhd_conn *conn, request *rq);
 enum MHD_Result ctf_api_renew_instance(ctf_api *api, mhd_conn *conn, request *rq);
 
-/* ---- api_flag.c ---- */
+/* ---- flag.c ---- */
 
 /* ctf_api_check_flag answers {"correct": bool}: is submission the route's team's flag? */
 enum MHD_Result ctf_api_check_flag(ctf_api *api, mhd_conn *conn, request *rq,
                                    const char *submission);
 
-/* ---- api_stream.c ---- */
+/* ---- stream.c ---- */
 
 /* ctf_api_hub_handler: the Challenge cache's events wake the team's streams (register once). */
 kop_informer_handler ctf_api_hub_handler(ctf_api *api);

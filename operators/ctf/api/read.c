@@ -1,5 +1,5 @@
 /*
- * api_read.c - the API's reads, all from the manager's informer caches: a
+ * read.c - the API's reads, all from the manager's informer caches: a
  * team's Instances (one per definition, the best ranked Challenge when
  * more than one claims it), the challenges on offer, and the GET routes.
  * Nothing here calls the apiserver.
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "api_internal.h"
+#include "api/internal.h"
 
 bool ctf_api_synced(ctf_api *api)
 {
@@ -158,7 +158,7 @@ enum MHD_Result ctf_api_get_instances(ctf_api *api, struct MHD_Connection *conn,
     return ret;
 }
 
-/* get_instance answers from the cache of views (api_views.c): a poll costs a copy. */
+/* get_instance answers from the cache of views (views.c): a poll costs a copy. */
 enum MHD_Result ctf_api_get_instance(ctf_api *api, struct MHD_Connection *conn, request *rq)
 {
     bool missing = false;

@@ -1,10 +1,10 @@
 /*
- * api.h - the instance API and the participant page, served by the
+ * api/api.h - the instance API and the participant page, served by the
  * operator itself on --api-bind (docs/api.md). Reads come from the
  * manager's caches, writes go to the kube-apiserver.
  */
-#ifndef CTF_API_H
-#define CTF_API_H
+#ifndef CTF_API_API_H
+#define CTF_API_API_H
 
 #include "controller/operator.h"
 
@@ -46,4 +46,4 @@ int ctf_api_bound_port(const ctf_api *api);
  */
 void ctf_api_free(ctf_api *api);
 
-#endif /* CTF_API_H */
+#endif /* CTF_API_API_H */

@@ -1,12 +1,12 @@
 /*
- * api.c - the instance API and the participant page on libmicrohttpd: the
+ * server.c - the instance API and the participant page on libmicrohttpd: the
  * server and the order of checks (routes, error shape and semantics:
  * docs/api.md; the files of the API: api_internal.h).
  *
  * Connections: a pool of POOL_THREADS threads polls them all (epoll), so
  * an idle or slow connection costs a descriptor and a few KiB, not a
  * thread: thousands can wait without starving anyone. An event stream
- * with nothing to send parks (api_stream.c). A client address may hold
+ * with nothing to send parks (stream.c). A client address may hold
  * --api-per-address connections (64; 0: no cap, for an API behind a proxy,
  * where every client has the proxy's address), all of them MAX_CONNECTIONS (or what the
  * descriptor limit allows), and a connection idle for IDLE_TIMEOUT_S is
@@ -33,7 +33,7 @@
 #include <kop/http.h>
 #include <openssl/crypto.h>
 
-#include "api_internal.h"
+#include "api/internal.h"
 
 /* ---- dispatch --------------------------------------------------------------- */
 
