@@ -1,6 +1,7 @@
 /*
  * fuzz_ctf_api.c - libFuzzer target for what the instance API parses from
- * a request before anything else looks at it (operators/ctf/api_core.h):
+ * a request before anything else looks at it (operators/ctf/api/: routes.h,
+ * auth.h, views.h, stream.h):
  * the path, the Authorization header and the JSON bodies; and for the view
  * built from a Challenge object, which comes from the cluster.
  *

@@ -1,6 +1,6 @@
 /*
  * fuzz_ctf_duration.c - libFuzzer target for the CTF operator's duration,
- * time and lifetime parsers (operators/ctf/duration.h).
+ * time and lifetime parsers (operators/ctf/core/duration.h).
  *
  * Input layout: fields separated by '\n' or NUL; a missing field is absent.
  *   0  a duration for ctf_parse_duration

@@ -1,5 +1,5 @@
 /*
- * test_ctf_admission.c - the quotas (operators/ctf/admission.c): admitting
+ * test_ctf_admission.c - the quotas (operators/ctf/core/admission.c): admitting
  * up to the per-team and CTF-wide caps, asking again answers the same,
  * release frees a slot, the API's check admits nothing, and the Challenge
  * cache's events rebuild the counts as a restarted operator would: an

@@ -371,7 +371,7 @@ struct race {
     int granted;
 };
 
-/* pool_pass starts warm instances as pool.c's start_warm does: one reservation per start. */
+/* pool_pass starts warm instances as controller/pool.c's start_warm does: one reservation per start. */
 static void *pool_pass(void *arg)
 {
     struct race *r = arg;

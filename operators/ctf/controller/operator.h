@@ -27,7 +27,7 @@
 #define CTF_FIELD_MANAGER "kopc-ctf"
 #define CTF_MANAGED       "app.kubernetes.io/managed-by=kopc-ctf"
 
-/* Challenge states (status.currentStatus) and the reasons more than one file names. */
+/* Challenge states (status.currentStatus). */
 #define CTF_STATUS_PENDING     "Pending"
 #define CTF_STATUS_RUNNING     "Running"
 #define CTF_STATUS_ERROR       "Error"
