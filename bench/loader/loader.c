@@ -70,7 +70,7 @@
 #include <curl/curl.h>
 #include <kop/kop.h>
 
-#include "instance.h"
+#include "core/instance.h"
 
 static const kop_resource TICKETS = {"flights.com", "v1", "flighttickets", "FlightTicket", true};
 static const kop_resource CHALLENGES = {"ctf.kopc.io", "v1alpha1", "challenges", "Challenge", true};

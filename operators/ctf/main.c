@@ -2,9 +2,10 @@
  * ctf-operator - per-team CTF challenge instances on Kubernetes.
  *
  * A ChallengeDefinition says what an instance is made of; a Challenge asks
- * for one team's instance. This program runs the Challenge controller
- * (reconcile.c) on a libkop manager, and serves the instance API and the
- * participant page (api.c). See docs/ctf-resources.md and docs/api.md.
+ * for one team's instance. This program reads the flags and wires the
+ * layers (README.md): it runs the Challenge and pool controllers
+ * (controller/) on a libkop manager, and serves the instance API and the
+ * participant page (api/, web/). See docs/ctf-resources.md and docs/api.md.
  */
 #include <errno.h>
 #include <limits.h>
@@ -12,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
-#include "ctf_internal.h"
+#include "api/api.h"
+#include "controller/operator.h"
 
 static const char usage_text[] =
     "usage: ctf-operator [flags]\n"

@@ -1,6 +1,7 @@
 /*
  * fuzz_ctf_api.c - libFuzzer target for what the instance API parses from
- * a request before anything else looks at it (operators/ctf/api_core.h):
+ * a request before anything else looks at it (operators/ctf/api/: routes.h,
+ * auth.h, views.h, stream.h):
  * the path, the Authorization header and the JSON bodies; and for the view
  * built from a Challenge object, which comes from the cluster.
  *
@@ -33,8 +34,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_core.h"
-#include "duration.h"
+#include "api/auth.h"
+#include "api/routes.h"
+#include "api/stream.h"
+#include "api/views.h"
+#include "core/duration.h"
 
 #define T0 ((time_t)1795255200) /* 2026-11-21T10:00:00Z */
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_ctf_definition.c - libFuzzer target for the CTF operator's
- * definition checks and instance builder (operators/ctf/instance.h).
+ * definition checks and instance builder (operators/ctf/core/definition.h, instance.h, pool.h).
  *
  * The input is a ChallengeDefinition's spec as JSON (at most MAX_INPUT
  * bytes). It is wrapped into a definition "d" in namespace "ctf" and
@@ -31,7 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "instance.h"
+#include "core/instance.h"
+#include "core/pool.h"
 
 #define MAX_INPUT (64 * 1024)
 #define FLAG      "CTF{Fuzz_7Qx!}"

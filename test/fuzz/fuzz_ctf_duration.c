@@ -1,6 +1,6 @@
 /*
  * fuzz_ctf_duration.c - libFuzzer target for the CTF operator's duration,
- * time and lifetime parsers (operators/ctf/duration.h).
+ * time and lifetime parsers (operators/ctf/core/duration.h).
  *
  * Input layout: fields separated by '\n' or NUL; a missing field is absent.
  *   0  a duration for ctf_parse_duration
@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "duration.h"
+#include "core/duration.h"
 
 #define FIELDS 8
 #define T0     ((time_t)1795255200) /* 2026-11-21T10:00:00Z */

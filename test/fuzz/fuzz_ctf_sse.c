@@ -1,6 +1,6 @@
 /*
  * fuzz_ctf_sse.c - libFuzzer target for the Server-Sent Events the instance
- * API writes (ctf_sse_event, operators/ctf/api_core.h). The operator has no
+ * API writes (ctf_sse_event, operators/ctf/api/stream.h). The operator has no
  * SSE parser (it only writes streams; browsers and the page parse them), so
  * this target carries one, written from the WHATWG "event stream
  * interpretation" rules, and checks that what a client parses is exactly
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_core.h"
+#include "api/stream.h"
 
 /* ---- a client's parser (WHATWG HTML, "Server-sent events") ---------------- */
 

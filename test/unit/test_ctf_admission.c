@@ -1,5 +1,5 @@
 /*
- * test_ctf_admission.c - the quotas (operators/ctf/admission.c): admitting
+ * test_ctf_admission.c - the quotas (operators/ctf/core/admission.c): admitting
  * up to the per-team and CTF-wide caps, asking again answers the same,
  * release frees a slot, the API's check admits nothing, and the Challenge
  * cache's events rebuild the counts as a restarted operator would: an
@@ -22,7 +22,8 @@
 
 #include <cmocka.h>
 
-#include "ctf_internal.h"
+#include "core/admission.h"
+#include "core/names.h"
 
 /* chal makes a Challenge of team in ns with uid; status as given (NULL: none). */
 static json_t *chal(const char *ns, const char *team, const char *uid, const char *phase,

@@ -15,9 +15,13 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
-#include "api_core.h"
+#include "api/auth.h"
+#include "api/routes.h"
+#include "api/stream.h"
+#include "api/views.h"
 #include "ctf_fixture.h"
-#include "duration.h"
+#include "core/duration.h"
+#include "core/names.h"
 
 static const char *str(const json_t *v, const char *key)
 {
@@ -425,18 +429,18 @@ static void test_instance_name(void **state)
 {
     (void)state;
     char a[64], b[64], c[64];
-    assert_int_equal(ctf_api_instance_name("team-a", "web", a, sizeof a), KOP_OK);
-    assert_int_equal(ctf_api_instance_name("team-a", "web", b, sizeof b), KOP_OK);
+    assert_int_equal(ctf_challenge_name("team-a", "web", a, sizeof a), KOP_OK);
+    assert_int_equal(ctf_challenge_name("team-a", "web", b, sizeof b), KOP_OK);
     assert_string_equal(a, b); /* deterministic */
     assert_true(kop_meta_is_valid_dns1123_label(a));
     /* "web-team" + "a" must not meet "web" + "team-a". */
-    assert_int_equal(ctf_api_instance_name("a", "web-team", c, sizeof c), KOP_OK);
+    assert_int_equal(ctf_challenge_name("a", "web-team", c, sizeof c), KOP_OK);
     assert_string_not_equal(a, c);
     /* A long challenge name still gives a label. */
     char longname[254];
     memset(longname, 'x', 253);
     longname[253] = '\0';
-    assert_int_equal(ctf_api_instance_name("team-a", longname, c, sizeof c), KOP_OK);
+    assert_int_equal(ctf_challenge_name("team-a", longname, c, sizeof c), KOP_OK);
     assert_true(kop_meta_is_valid_dns1123_label(c));
 }
 

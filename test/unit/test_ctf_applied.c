@@ -1,6 +1,6 @@
 /*
  * test_ctf_applied.c - what the reconciler last applied (operators/ctf/
- * applied.c): the same children seen whole in the caches are skipped; a
+ * core/applied.c): the same children seen whole in the caches are skipped; a
  * child missing just after the apply waits for the caches, later it is
  * applied again; a Deployment edited by someone else (its generation ahead)
  * is applied again at once; other children, an old record, a forgotten one
@@ -19,7 +19,9 @@
 
 #include <cmocka.h>
 
-#include "ctf_internal.h"
+#include <kop/meta.h>
+
+#include "core/applied.h"
 
 static json_t *children(const char *flag)
 {

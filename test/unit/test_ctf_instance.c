@@ -20,7 +20,8 @@
 #include <cmocka.h>
 
 #include "ctf_fixture.h"
-#include "instance.h"
+#include "core/duration.h"
+#include "core/instance.h"
 
 /* ---- fixtures ----------------------------------------------------------- */
 

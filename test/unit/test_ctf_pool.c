@@ -23,8 +23,10 @@
 #include <cmocka.h>
 
 #include "ctf_fixture.h"
-#include "ctf_internal.h"
-#include "instance.h"
+#include "core/admission.h"
+#include "controller/claim.h"
+#include "core/pool.h"
+#include "core/instance.h"
 
 /* A dynamic flag, HTTP, and a template that sets a FLAG of its own. */
 static const char DEF_WEB[] =
@@ -369,7 +371,7 @@ struct race {
     int granted;
 };
 
-/* pool_pass starts warm instances as pool.c's start_warm does: one reservation per start. */
+/* pool_pass starts warm instances as controller/pool.c's start_warm does: one reservation per start. */
 static void *pool_pass(void *arg)
 {
     struct race *r = arg;

@@ -1,0 +1,212 @@
+/*
+ * apply.c - applying an instance's children, for the Challenge controller
+ * (a team's instance, reconcile.c) and the pool controller (a warm one,
+ * pool.c): server-side apply of each child in order, each only after the
+ * one before it went through, the last stamped with the digest of the
+ * whole (core/applied.c), so that a pass whose children are what was
+ * applied last, as the caches show them, writes nothing.
+ *
+ * A child the cluster refuses fills the observation (Error) and stops the
+ * apply; a warm Namespace found claimed under the pool's apply stops it
+ * with KOP_ECONFLICT, so the pool never writes over a team's instance.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "controller/apply.h"
+#include "kop/clock.h"
+
+/* ---- one child ---------------------------------------------------------------- */
+
+/* apply server-side-applies obj (borrowed); *out (when out) gets the object as stored. */
+static kop_err apply(ctf_operator *op, const kop_resource *r, json_t *obj, json_t **out,
+                     kop_status *st)
+{
+    kop_patch_req req = {.target = {r, kop_meta_namespace(obj), kop_meta_name(obj)},
+                         .type = KOP_PATCH_APPLY,
+                         .patch = obj,
+                         .opts = {.field_manager = CTF_FIELD_MANAGER, .force = true}};
+    return kop_patch_object(kop_manager_client(op->mgr), &req, out, st);
+}
+
+static const kop_resource *resource_of(const json_t *obj)
+{
+    static const kop_resource QUOTAS = {"", "v1", "resourcequotas", "ResourceQuota", true};
+    static const kop_resource LIMITS = {"", "v1", "limitranges", "LimitRange", true};
+    static const kop_resource INGRESSES = {"networking.k8s.io", "v1", "ingresses", "Ingress",
+                                           true};
+    static const kop_resource *const all[] = {&CTF_NAMESPACES, &CTF_SECRETS, &QUOTAS,
+                                              &LIMITS, &CTF_NETWORKPOLICIES, &CTF_DEPLOYMENTS,
+                                              &CTF_SERVICES, &INGRESSES};
+    const char *kind = json_string_value(json_object_get(obj, "kind"));
+    for (size_t i = 0; kind && i < sizeof all / sizeof all[0]; i++)
+        if (strcmp(all[i]->kind, kind) == 0)
+            return all[i];
+    return NULL;
+}
+
+
+/* ---- the caches' view ---------------------------------------------------------- */
+
+/* cache_of: the cache that shows children of kind, if the operator keeps one. */
+static kop_informer *cache_of(ctf_operator *op, const char *kind)
+{
+    if (kop_streq(kind, "Namespace"))
+        return op->namespaces;
+    if (kop_streq(kind, "Deployment"))
+        return op->deployments;
+    if (kop_streq(kind, "Service"))
+        return op->services;
+    if (kop_streq(kind, "NetworkPolicy"))
+        return op->networkpolicies;
+    return NULL;
+}
+
+/* ctf_apply_seen tells what the caches show of children (ctf_applied_seen). */
+ctf_applied_seen ctf_apply_seen(ctf_operator *op, const json_t *children)
+{
+    ctf_applied_seen seen = {0, 0};
+    const json_t *child;
+    size_t i;
+    json_array_foreach(children, i, child)
+    {
+        const char *kind = json_string_value(json_object_get(child, "kind"));
+        kop_informer *cache = cache_of(op, kind);
+        json_t *cached = NULL;
+        if (!cache)
+            continue;
+        if (kop_informer_dup_metadata(cache, kop_meta_namespace(child), kop_meta_name(child),
+                                      &cached) != KOP_OK ||
+            kop_meta_is_deleting(cached))
+            seen.missing++;
+        else if (kop_streq(kind, "Deployment"))
+            seen.generations += kop_meta_generation(cached);
+        json_decref(cached);
+    }
+    return seen;
+}
+
+/*
+ * claimed_under: child is a warm instance's Namespace (no Challenge label)
+ * and stored, the server's answer to its apply, carries a claim: a team
+ * took it meanwhile, and the warm objects after it (the empty flag Secret)
+ * must not be written over the team's.
+ */
+static bool claimed_under(const json_t *child, const json_t *stored)
+{
+    return stored && !kop_meta_label(child, CTF_LABEL_CHALLENGE) &&
+           kop_meta_label(child, CTF_LABEL_POOL) && kop_meta_label(stored, CTF_LABEL_CHALLENGE);
+}
+
+/* stamp_cached: the applied digest the caches show on child (borrowed from *hold), or NULL. */
+static const char *stamp_cached(ctf_operator *op, const json_t *child, json_t **hold)
+{
+    kop_informer *cache = child ? cache_of(op, json_string_value(json_object_get(child, "kind"))) : NULL;
+    *hold = NULL;
+    if (!cache || kop_informer_dup_metadata(cache, kop_meta_namespace(child), kop_meta_name(child),
+                                            hold) != KOP_OK)
+        return NULL;
+    return kop_meta_annotation(*hold, CTF_ANNOTATION_APPLIED);
+}
+
+/*
+ * ctf_apply_seed: a process with no record of key takes the stamp of the
+ * previous full apply, on the last child (ctf_apply_built stamps it), from
+ * the caches as its record (ctf_applied_seed).
+ */
+void ctf_apply_seed(ctf_operator *op, const char *key, const json_t *children,
+                    const char *digest, const ctf_applied_seen *seen, int64_t now)
+{
+    size_t n = json_array_size(children);
+    json_t *hold = NULL;
+    if (n == 0 || seen->missing || ctf_applied_known(op->applied, key))
+        return;
+    (void)ctf_applied_seed(op->applied, key, digest,
+                           stamp_cached(op, json_array_get(children, n - 1), &hold), seen, now);
+    json_decref(hold);
+}
+
+/* ctf_apply_children applies every child; *generations sums the Deployments' as applied.
+ * KOP_ECONFLICT when a warm instance turns out claimed (claimed_under): nothing after its
+ * Namespace is written. */
+kop_err ctf_apply_children(ctf_operator *op, json_t *children, int64_t *generations,
+                           ctf_observation *o, const kop_reconcile *req)
+{
+    kop_status st;
+    json_t *child;
+    size_t i;
+    kop_err err = KOP_OK;
+    *generations = 0;
+    json_array_foreach(children, i, child)
+    {
+        const kop_resource *r = resource_of(child);
+        bool deployment = r == &CTF_DEPLOYMENTS, ns = r == &CTF_NAMESPACES;
+        json_t *stored = NULL;
+        err = r ? apply(op, r, child, deployment || ns ? &stored : NULL, &st) : KOP_EINVAL;
+        *generations += kop_meta_generation(stored);
+        if (!err && ns && claimed_under(child, stored)) {
+            kop_logger_log(req->log, KOP_LOG_INFO,
+                           "a warm instance was claimed meanwhile; left to its Challenge",
+                           KOP_LOG_STR("instance_namespace", kop_meta_name(child)));
+            err = KOP_ECONFLICT;
+        }
+        json_decref(stored);
+        if (err == KOP_ECONFLICT && ns)
+            break;
+        if (err) {
+            kop_logger_log(req->log, KOP_LOG_ERROR, "apply failed", KOP_LOG_ERR(err),
+                           KOP_LOG_STR("kind", json_string_value(json_object_get(child, "kind"))),
+                           KOP_LOG_STR("name", kop_meta_name(child)),
+                           KOP_LOG_STR("detail", st.message));
+            if (err == KOP_EINVALID || err == KOP_EFORBIDDEN) {
+                /* The cluster refuses this instance as built: say why, keep it. */
+                ctf_observe_error(o, err == KOP_EFORBIDDEN ? "Forbidden" : "InvalidDefinition",
+                                  "%s %s refused: %.300s",
+                                  json_string_value(json_object_get(child, "kind")),
+                                  kop_meta_name(child), st.message);
+                err = KOP_OK;
+            }
+            break;
+        }
+    }
+    return err;
+}
+
+/*
+ * ctf_apply_built applies every child, unless they are what was applied
+ * last (applied.c); on a refusal o is filled and KOP_OK returned. A full
+ * apply that went through is recorded, so the passes that follow (woken by
+ * the children's own events, by readiness) write nothing; *applied says
+ * whether this pass wrote.
+ */
+kop_err ctf_apply_built(ctf_operator *op, const char *key, json_t *children, ctf_observation *o,
+                        const kop_reconcile *req, bool *applied)
+{
+    char digest[CTF_DIGEST_HEX] = "";
+    int64_t now = kop_mono_ms(), generations = 0;
+    long wait_ms = 0;
+    kop_err err = KOP_OK;
+    ctf_applied_verdict v = CTF_APPLY;
+    if (applied)
+        *applied = false;
+    if (ctf_applied_digest(children, digest) == KOP_OK) {
+        ctf_applied_seen seen = ctf_apply_seen(op, children);
+        ctf_apply_seed(op, key, children, digest, &seen, now);
+        v = ctf_applied_decide(op->applied, key, digest, &seen, now, &wait_ms);
+    }
+    if (v == CTF_APPLY_WAIT)
+        o->requeue_ms = ctf_min_positive(o->requeue_ms, wait_ms);
+    if (v == CTF_APPLY) {
+        ctf_applied_forget(op->applied, key);
+        if (digest[0] && ctf_applied_stamp(children, digest) != KOP_OK)
+            digest[0] = '\0'; /* applied unstamped (which clears an old stamp), not recorded */
+        err = ctf_apply_children(op, children, &generations, o, req);
+        if (!err && !o->reason && digest[0])
+            ctf_applied_record(op->applied, key, digest, generations, now);
+        if (applied)
+            *applied = !err && !o->reason;
+    }
+    return err;
+}
+

@@ -1,0 +1,183 @@
+/*
+ * observe.c - what a reconcile sees of an instance, from the caches only
+ * (see observe.h): a container that cannot start (an image that cannot
+ * be pulled, a crash loop), Deployments available, endpoints known and
+ * every exposed Service's endpoint ready. The events of the instance's
+ * objects bring the Challenge back here; nothing is polled.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "controller/observe.h"
+
+void ctf_observe_error(ctf_observation *o, const char *reason, const char *fmt, ...)
+{
+    va_list ap;
+    o->phase = CTF_STATUS_ERROR;
+    o->reason = reason;
+    va_start(ap, fmt);
+    vsnprintf(o->message, sizeof o->message, fmt, ap);
+    va_end(ap);
+}
+
+time_t ctf_created_at(const json_t *obj)
+{
+    time_t t = 0;
+    const char *ts = ctf_str2(obj, "metadata", "creationTimestamp");
+    if (!ts || ctf_parse_time(ts, &t) != KOP_OK)
+        t = time(NULL);
+    return t;
+}
+
+/* pod_failure finds a container that cannot start in ns, for Error. */
+static bool pod_failure(ctf_operator *op, const char *ns, ctf_observation *o)
+{
+    json_t *pods = NULL, *pod, *cs;
+    size_t i, j;
+    bool found = false;
+    if (kop_informer_list(op->pods, ns, &pods))
+        return false;
+    json_array_foreach(pods, i, pod)
+    {
+        json_array_foreach(json_object_get(json_object_get(pod, "status"), "containerStatuses"), j,
+                           cs)
+        {
+            json_t *waiting = json_object_get(json_object_get(cs, "state"), "waiting");
+            const char *why = json_string_value(json_object_get(waiting, "reason"));
+            const char *name = json_string_value(json_object_get(cs, "name"));
+            const char *image = json_string_value(json_object_get(cs, "image"));
+            if (!why)
+                continue;
+            if (strcmp(why, "ImagePullBackOff") == 0 || strcmp(why, "ErrImagePull") == 0 ||
+                strcmp(why, "InvalidImageName") == 0) {
+                ctf_observe_error(o, "ImagePullFailed", "image %s of container %s cannot be pulled",
+                                  image ? image : "?", name ? name : "?");
+                found = true;
+            } else if (strcmp(why, "CrashLoopBackOff") == 0) {
+                ctf_observe_error(o, "CrashLoop", "container %s of pod %s keeps crashing",
+                                  name ? name : "?", kop_meta_name(pod));
+                found = true;
+            }
+            if (found)
+                goto out;
+        }
+    }
+out:
+    json_decref(pods);
+    return found;
+}
+
+/* deployments_available: every pod of the definition has an available Deployment. */
+static bool deployments_available(ctf_operator *op, const json_t *def, const char *ns)
+{
+    json_t *pod;
+    size_t i;
+    json_array_foreach(json_object_get(json_object_get(def, "spec"), "pods"), i, pod)
+    {
+        json_t *d = NULL;
+        const char *name = json_string_value(json_object_get(pod, "name"));
+        if (!name || kop_informer_dup(op->deployments, ns, name, &d) != KOP_OK)
+            return false;
+        json_t *spec = json_object_get(d, "spec"), *status = json_object_get(d, "status");
+        json_int_t want = json_integer_value(json_object_get(spec, "replicas"));
+        bool ok = json_integer_value(json_object_get(status, "observedGeneration")) >=
+                      kop_meta_generation(d) &&
+                  json_integer_value(json_object_get(status, "availableReplicas")) >= want &&
+                  json_integer_value(json_object_get(status, "updatedReplicas")) >= want;
+        json_decref(d);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* slice_ready reports whether an EndpointSlice has an endpoint that is ready. */
+static bool slice_ready(const json_t *slice)
+{
+    size_t i;
+    const json_t *ep;
+    json_array_foreach(json_object_get(slice, "endpoints"), i, ep)
+    {
+        const json_t *ready = json_object_get(json_object_get(ep, "conditions"), "ready");
+        /* An absent condition means ready (discovery.k8s.io/v1). */
+        if (!ready || json_is_true(ready))
+            return true;
+    }
+    return false;
+}
+
+/*
+ * services_ready: every exposed Service of the definition has a ready
+ * endpoint, so kube-proxy (or the Ingress) has a pod to send connections to.
+ * The EndpointSlice controller labels each slice with its Service's name
+ * and copies the Service's labels, which is how the cache holds them.
+ */
+static bool services_ready(ctf_operator *op, const json_t *def, const char *ns)
+{
+    json_t *slices = NULL, *e, *s;
+    size_t i, j;
+    bool all = true;
+    if (kop_informer_list(op->endpointslices, ns, &slices) != KOP_OK)
+        return false;
+    json_array_foreach(json_object_get(json_object_get(def, "spec"), "expose"), i, e)
+    {
+        const char *name = json_string_value(json_object_get(e, "name"));
+        bool ready = false;
+        json_array_foreach(slices, j, s)
+        {
+            const char *svc = kop_meta_label(s, "kubernetes.io/service-name");
+            if (name && svc && strcmp(svc, name) == 0 && slice_ready(s))
+                ready = true;
+        }
+        if (!ready) {
+            all = false;
+            break;
+        }
+    }
+    json_decref(slices);
+    return all;
+}
+
+bool ctf_instance_ready(ctf_operator *op, const json_t *def, const char *ns, ctf_observation *o)
+{
+    json_t *services = NULL;
+    bool complete = false;
+    if (pod_failure(op, ns, o))
+        return false;
+    json_decref(o->endpoints);
+    o->endpoints = NULL;
+    if (kop_informer_list(op->services, ns, &services) == KOP_OK &&
+        ctf_endpoints(&op->instance, def, ns, services, &o->endpoints, &complete) != KOP_OK)
+        complete = false;
+    json_decref(services);
+    return complete && deployments_available(op, def, ns) && services_ready(op, def, ns);
+}
+
+/* observe_instance decides Running, Pending or a failure from the caches. */
+void ctf_observe_instance(ctf_operator *op, const json_t *chal, const json_t *def, const char *ns,
+                          ctf_observation *o)
+{
+    if (ctf_instance_ready(op, def, ns, o)) {
+        o->phase = CTF_STATUS_RUNNING;
+        snprintf(o->message, sizeof o->message, "instance running");
+        return;
+    }
+    if (o->reason)
+        return; /* a container that cannot start */
+    ctf_lifetime lt;
+    int64_t timeout_ms = 5 * 60 * 1000;
+    if (ctf_lifetime_parse(json_object_get(def, "spec"), &lt, NULL) == KOP_OK)
+        timeout_ms = lt.start_timeout_ms;
+    double age_ms = difftime(time(NULL), ctf_created_at(chal)) * 1000;
+    if (age_ms >= (double)timeout_ms) {
+        ctf_observe_error(o, "StartTimeout", "not running within %lld s of the request",
+                          (long long)(timeout_ms / 1000));
+        return;
+    }
+    o->phase = CTF_STATUS_PENDING;
+    snprintf(o->message, sizeof o->message, "starting");
+    o->requeue_ms = (long)((double)timeout_ms - age_ms) + 1000;
+}

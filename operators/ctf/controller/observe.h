@@ -1,0 +1,46 @@
+/*
+ * controller/observe.h - what a reconcile sees of an instance in the
+ * caches (observe.c): Running, Pending or why it failed.
+ */
+#ifndef CTF_CONTROLLER_OBSERVE_H
+#define CTF_CONTROLLER_OBSERVE_H
+
+#include <time.h>
+
+#include "controller/operator.h"
+
+/* ctf_observation: the status one pass decides on. */
+typedef struct ctf_observation {
+    const char *phase;  /* currentStatus */
+    const char *reason; /* CamelCase, Error only */
+    char message[512];
+    json_t *endpoints; /* owned, may be NULL */
+    long requeue_ms;   /* 0: none */
+} ctf_observation;
+
+/* ctf_observe_error sets o to Error with reason and the formatted message. */
+void ctf_observe_error(ctf_observation *o, const char *reason, const char *fmt, ...)
+    KOP_PRINTF(3, 4);
+
+/*
+ * ctf_observe_instance decides Running, Pending or a failure of chal's
+ * instance in namespace ns from the caches: Running once every Deployment is
+ * available, every endpoint known and every exposed Service has a ready
+ * endpoint; Error on an image that cannot be pulled, a crash loop or the
+ * start timeout; Pending (with a requeue at the timeout) until then.
+ */
+void ctf_observe_instance(ctf_operator *op, const json_t *chal, const json_t *def, const char *ns,
+                          ctf_observation *o);
+
+/*
+ * ctf_instance_ready: the instance in namespace ns answers (the Running
+ * rule above), with its endpoints in o->endpoints (replaced); false with o
+ * set to Error when a container cannot start, false and o untouched but its
+ * endpoints while it is starting.
+ */
+bool ctf_instance_ready(ctf_operator *op, const json_t *def, const char *ns, ctf_observation *o);
+
+/* ctf_created_at returns chal's creation time (now when it has none). */
+time_t ctf_created_at(const json_t *chal);
+
+#endif /* CTF_CONTROLLER_OBSERVE_H */

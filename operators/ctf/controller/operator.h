@@ -1,0 +1,110 @@
+/*
+ * controller/operator.h - the operator's declared interface, what main.c
+ * and the instance API (api/) may use of the controller layer: its settings
+ * and shared caches (ctf_operator), the resources it touches (resources.c),
+ * the Challenge states, the setup of both controllers, the CRD install and
+ * a team's flag as the cluster defines it now. The controller's own files
+ * have their own headers (apply.h, claim.h, observe.h, pool.h, reconcile.h,
+ * status.h), which api/ does not include.
+ */
+#ifndef CTF_CONTROLLER_OPERATOR_H
+#define CTF_CONTROLLER_OPERATOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <kop/kop.h>
+
+#include "core/admission.h"
+#include "core/applied.h"
+#include "core/duration.h"
+#include "core/instance.h"
+#include "core/json.h"
+#include "core/pool.h"
+#include "controller/resources.h"
+
+#define CTF_FINALIZER     "ctf.kopc.io/instance"
+#define CTF_FIELD_MANAGER "kopc-ctf"
+#define CTF_MANAGED       "app.kubernetes.io/managed-by=kopc-ctf"
+
+/* Challenge states (status.currentStatus). */
+#define CTF_STATUS_PENDING     "Pending"
+#define CTF_STATUS_RUNNING     "Running"
+#define CTF_STATUS_ERROR       "Error"
+#define CTF_STATUS_TERMINATING "Terminating"
+#define CTF_STATUS_DELETED     "Deleted"
+
+typedef struct ctf_pool ctf_pool;
+
+/* ctf_operator: settings from the command line, and the shared caches. */
+typedef struct ctf_operator {
+    ctf_config instance;         /* ingress domain, node address */
+    const char *watch_namespace; /* --namespace; NULL: all */
+    int max_per_team;            /* --max-instances-per-team */
+    int max_instances;           /* --max-instances */
+    bool install_crds;           /* --install-crds */
+
+    kop_manager *mgr;
+    kop_controller *ctl;
+    ctf_admission *admission; /* the quotas, asked by the reconciler and the API */
+    ctf_applied *applied;     /* what each instance was last applied as */
+    ctf_pool *pool;           /* the warm pools: their controller and the claims made */
+    kop_informer *challenges, *definitions, *namespaces, *deployments, *pods, *services;
+    kop_informer *endpointslices; /* of the instances' Services: is an endpoint ready? */
+    kop_informer *networkpolicies; /* the isolation: a deleted one is put back at once */
+    kop_recorder *events;
+    kop_metric *instances;     /* ctf_instances{status} */
+    kop_metric *ready_seconds; /* ctf_instance_ready_seconds */
+} ctf_operator;
+
+/*
+ * Indexes of the caches: Challenges by spec.definition, by spec.team and
+ * by status.reason (to find those refused for quota when a slot frees);
+ * instance namespaces by the name of the Challenge they were made for, to
+ * find an orphan without a scan.
+ */
+#define CTF_INDEX_DEFINITION "definition"
+#define CTF_INDEX_TEAM       "team"
+#define CTF_INDEX_REASON     "reason"
+#define CTF_INDEX_CHALLENGE  "challenge"
+#define CTF_INDEX_POOL       "pool" /* warm namespaces by their definition's name */
+
+/* ---- setup.c: the controller, its caches, indexes and watches ---- */
+
+/*
+ * ctf_setup_controller adds the Challenge controller to op->mgr with every
+ * cache, index and watch it needs, the admission and the metrics.
+ */
+KOP_NODISCARD kop_err ctf_setup_controller(ctf_operator *op, kop_status *st);
+
+/* ---- crds.c ---- */
+
+/*
+ * ctf_install_crds applies the CRDs compiled into the binary and waits until
+ * they are Established (--install-crds).
+ */
+KOP_NODISCARD kop_err ctf_install_crds(kop_client *c, kop_status *st);
+
+/* ---- flag.c: a team's flag, from the definition and its key ---- */
+
+/*
+ * ctf_team_flag computes team's flag for def into *flag (owned: cleanse and
+ * free; NULL when the definition has none), reading a dynamic flag's HMAC
+ * key from its Secret now. KOP_EINVAL with st (reason InvalidDefinition)
+ * when the Secret or its key is missing or unusable; KOP_ENOMEM.
+ */
+KOP_NODISCARD kop_err ctf_team_flag(ctf_operator *op, const json_t *def, const char *team,
+                                    char **flag, kop_status *st);
+
+/* ---- pool.c and claim.c: warm pools ---- */
+
+/*
+ * ctf_setup_pool adds the pool controller (keyed by ChallengeDefinition),
+ * its index, watches, metrics and claim records. After ctf_setup_controller.
+ */
+KOP_NODISCARD kop_err ctf_setup_pool(ctf_operator *op, kop_status *st);
+
+/* ctf_pool_free frees the claim records (after the manager stopped). */
+void ctf_pool_free(ctf_pool *p);
+
+#endif /* CTF_CONTROLLER_OPERATOR_H */

@@ -1,0 +1,597 @@
+/*
+ * reconcile.c - the Challenge controller: one team's instance of one
+ * definition, from request to cleanup.
+ *
+ * reconcile() reads as the lifecycle it implements:
+ *
+ *   deleted            -> finalize: Terminating, delete the namespace, wait
+ *                         until it is gone, Deleted, release the finalizer
+ *   no finalizer yet   -> add it (so nothing can be left behind)
+ *   no definition      -> Error DefinitionNotFound (a definition event
+ *                         brings it back)
+ *   invalid definition -> Error InvalidDefinition
+ *   expired            -> delete the Challenge
+ *   over quota         -> Error QuotaExceeded
+ *   otherwise          -> apply every child (server-side apply: idempotent,
+ *                         a crash half-way converges) unless they are what
+ *                         was applied last and the caches show them
+ *                         (applied.c: no write that changes nothing), then
+ *                         observe them:
+ *                         Running once every Deployment is available, every
+ *                         endpoint known and every exposed Service has a
+ *                         ready endpoint (pods are Ready only once their
+ *                         readiness probes pass, which the builder sets from
+ *                         the exposed ports: Running means answering); Error
+ *                         on an image that cannot be pulled, a crash loop, or
+ *                         the start timeout; Pending until then.
+ *
+ * Children live in the instance's own namespace, where owner references
+ * cannot point back at the Challenge, so every child carries labels naming
+ * it, and their events are mapped back through those labels: readiness is
+ * noticed from watch events, never polled. Every write is server-side apply
+ * with deterministic names, so AlreadyExists cannot happen and a retry
+ * never makes a second instance.
+ *
+ * Admission (the quotas) is core/admission.c's, which the API asks too;
+ * applying the children is apply.c's, what a pass sees of the instance
+ * observe.c's, and the status it writes status.c's; where an instance lives
+ * (fresh, or a warm one claimed) is claim.c's. The caches, indexes and
+ * watches are set up by setup.c.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/evp.h>
+
+#include "controller/apply.h"
+#include "controller/claim.h"
+#include "controller/observe.h"
+#include "controller/pool.h"
+#include "controller/reconcile.h"
+#include "controller/status.h"
+#include "kop/clock.h"
+
+
+#define NS_WAIT_MS 2000
+/*
+ * A write met a newer version than cached: look again once the cache has
+ * it. Most often the newer version is our own status write of the pass
+ * before (status-only events do not wake the controller). 250 ms was tried:
+ * under a burst the cache lags longer, and it cost half a conflicting
+ * PATCH per instance without shortening the burst's tail.
+ */
+#define STALE_RECHECK_MS 1000
+/*
+ * A pass that applied the children and waits for them to run requeues at
+ * this priority, above watch events (KOP_PRIORITY_HIGH), as a new
+ * Challenge's first pass is; the child event that wakes the held-back key
+ * takes its priority (kop/controller.h), so Running passes go ahead of the
+ * first passes of later instances.
+ */
+#define CTF_PRIORITY_READINESS (KOP_PRIORITY_HIGH + 10)
+
+/* retry_after_write: a write that met a newer version waits for the cache; others back off. */
+static kop_result retry_after_write(kop_err err)
+{
+    return err == KOP_ECONFLICT ? KOP_REQUEUE_AFTER(STALE_RECHECK_MS) : KOP_RETRY;
+}
+
+static void instance_namespace(const json_t *chal, char *out, size_t size)
+{
+    if (ctf_instance_namespace(kop_meta_namespace(chal), ctf_str2(chal, "spec", "definition"),
+                               ctf_str2(chal, "spec", "team"), out, size) != KOP_OK)
+        out[0] = '\0';
+}
+
+/*
+ * admit asks the admission for chal (pool: its definition's pool key, when
+ * it keeps warm instances: it may take a warm slot); false with o filled
+ * when refused.
+ */
+static bool admit(ctf_operator *op, const json_t *chal, const char *pool, ctf_observation *o)
+{
+    char msg[sizeof o->message];
+    if (ctf_admission_admit(op->admission, chal, pool, msg, sizeof msg) == CTF_ADMIT_OK)
+        return true;
+    ctf_observe_error(o, CTF_REASON_QUOTA, "%s", msg);
+    return false;
+}
+
+/* ---- writes ----------------------------------------------------------------- */
+
+/*
+ * update_finalizers adds or removes our finalizer on the server with a JSON
+ * patch guarded by a test of what chal (from the cache) says
+ * (kop_meta_finalizers_patch): a concurrent change of the finalizers makes
+ * it fail (and the reconcile retry), while our own status writes do not.
+ */
+static kop_err update_finalizers(ctf_operator *op, json_t *chal, bool add, json_t **stored,
+                                 kop_status *st)
+{
+    json_t *now = json_deep_copy(chal), *patch = NULL;
+    kop_err err = now ? KOP_OK : KOP_ENOMEM;
+    if (!err) {
+        if (add)
+            kop_meta_add_finalizer(now, CTF_FINALIZER);
+        else
+            kop_meta_remove_finalizer(now, CTF_FINALIZER);
+        err = kop_meta_finalizers_patch(
+            chal, json_object_get(json_object_get(now, "metadata"), "finalizers"), &patch);
+    }
+    if (!err)
+        err =
+            kop_patch_object(kop_manager_client(op->mgr),
+                             &(kop_patch_req){.target = {&CTF_CHALLENGES, kop_meta_namespace(chal),
+                                                         kop_meta_name(chal)},
+                                              .type = KOP_PATCH_JSON,
+                                              .patch = patch},
+                             stored, st);
+    json_decref(patch);
+    json_decref(now);
+    return err;
+}
+
+/*
+ * ensure_finalizer adds our finalizer if *chal lacks it, and then makes
+ * *chal what the server stored: the rest of the pass (its status write is
+ * guarded by the resourceVersion) sees the version its own write made,
+ * as controller-runtime's Patch updates its object in place, instead of
+ * the cache's older one, which would meet a conflict and wait a second.
+ */
+static kop_err ensure_finalizer(ctf_operator *op, json_t **chal, kop_status *st)
+{
+    json_t *stored = NULL;
+    if (kop_meta_has_finalizer(*chal, CTF_FINALIZER))
+        return KOP_OK;
+    kop_err err = update_finalizers(op, *chal, true, &stored, st);
+    if (!err && stored) {
+        json_decref(*chal);
+        *chal = stored;
+    } else {
+        json_decref(stored);
+    }
+    return err;
+}
+
+/*
+ * wake_refused re-enqueues the Challenges refused for quota: a slot was just
+ * freed, and nothing else would tell them.
+ */
+static void wake_refused(ctf_operator *op)
+{
+    json_t *refused = NULL, *c;
+    size_t i;
+    if (kop_informer_by_index(op->challenges, CTF_INDEX_REASON, CTF_REASON_QUOTA, &refused))
+        return;
+    json_array_foreach(refused, i, c)
+        kop_controller_enqueue(op->ctl, kop_meta_namespace(c), kop_meta_name(c));
+    json_decref(refused);
+}
+
+/* ---- finalization ----------------------------------------------------------- */
+
+/*
+ * delete_orphans deletes the instance namespaces labelled for the Challenge
+ * ns/name, which no longer exists. A namespace can outlive its Challenge
+ * when an operator is killed with its create in flight: the apiserver
+ * finishes it after the next operator found no namespace and released the
+ * finalizer. The namespace's own watch event brings its Challenge's key
+ * here, so the orphan goes as soon as it appears.
+ */
+static void delete_orphans(ctf_operator *op, const kop_reconcile *req)
+{
+    json_t *orphans = NULL, *n;
+    size_t i;
+    kop_status st;
+    if (kop_informer_by_index(op->namespaces, CTF_INDEX_CHALLENGE, req->name, &orphans) != KOP_OK)
+        return;
+    json_array_foreach(orphans, i, n)
+    {
+        if (kop_meta_is_deleting(n) ||
+            !kop_streq(kop_meta_label(n, "ctf.kopc.io/challenge-namespace"), req->namespace))
+            continue;
+        kop_delete_req del = {.target = {&CTF_NAMESPACES, NULL, kop_meta_name(n)},
+                              .opts = {.precondition_uid = kop_meta_uid(n)}};
+        if (kop_delete_object(req->client, &del, NULL, &st) == KOP_OK)
+            kop_logger_log(req->log, KOP_LOG_INFO, "deleted an orphaned instance namespace",
+                           KOP_LOG_STR("instance_namespace", kop_meta_name(n)));
+    }
+    json_decref(orphans);
+}
+
+/* owns_namespace: the namespace was made for this Challenge. */
+static bool owns_namespace(const json_t *nsobj, const json_t *chal)
+{
+    const char *uid = kop_meta_annotation(nsobj, "ctf.kopc.io/challenge-uid");
+    return uid && kop_meta_uid(chal) && strcmp(uid, kop_meta_uid(chal)) == 0;
+}
+
+static kop_result finalize(ctf_operator *op, const kop_reconcile *req, json_t *chal)
+{
+    kop_status st;
+    char ns[64];
+    json_t *nsobj = NULL;
+    ctf_observation o = {.phase = CTF_STATUS_TERMINATING};
+    kop_client *c = kop_manager_client(op->mgr);
+
+    char id[CTF_POOL_ID_LEN + 1];
+    ctf_applied_forget(op->applied, kop_meta_uid(chal)); /* nothing is applied any more */
+    if (!kop_meta_has_finalizer(chal, CTF_FINALIZER))
+        return KOP_DONE;
+    instance_namespace(chal, ns, sizeof ns);
+    if (ns[0])
+        (void)ctf_pool_place(op, chal, ns, sizeof ns, id, sizeof id); /* a claimed warm one? */
+
+    /* While the instance's namespace exists: Terminating, and delete it. */
+    kop_err err = ns[0] ? kop_get(c, &CTF_NAMESPACES, NULL, ns, &nsobj, &st) : KOP_ENOTFOUND;
+    if (err && err != KOP_ENOTFOUND)
+        return KOP_RETRY;
+    if (err == KOP_OK && owns_namespace(nsobj, chal)) {
+        snprintf(o.message, sizeof o.message, "deleting namespace %s", ns);
+        if ((err = ctf_write_status(op, req, chal, &o, ns, 0)) != KOP_OK) {
+            json_decref(nsobj);
+            return retry_after_write(err);
+        }
+        if (!kop_meta_is_deleting(nsobj)) {
+            kop_delete_req d = {.target = {&CTF_NAMESPACES, NULL, ns},
+                                .opts = {.propagation = KOP_PROPAGATION_BACKGROUND,
+                                         .precondition_uid = kop_meta_uid(nsobj)}};
+            err = kop_delete_object(c, &d, NULL, &st);
+            if (err && err != KOP_ENOTFOUND && err != KOP_ECONFLICT) {
+                json_decref(nsobj);
+                return KOP_RETRY;
+            }
+        }
+        json_decref(nsobj);
+        /* The namespace's deletion event wakes us; the timer is a safety net. */
+        return KOP_REQUEUE_AFTER(NS_WAIT_MS);
+    }
+    json_decref(nsobj);
+
+    /* Gone (or never ours): Deleted, and let the Challenge go. */
+    o.phase = CTF_STATUS_DELETED;
+    snprintf(o.message, sizeof o.message, "instance removed");
+    if ((err = ctf_write_status(op, req, chal, &o, ns, 0)) != KOP_OK)
+        return retry_after_write(err);
+    err = update_finalizers(op, chal, false, NULL, &st);
+    if (err && err != KOP_ENOTFOUND)
+        return KOP_RETRY;
+    ctf_pool_forget(op, kop_meta_uid(chal));
+    /* The slot went when the deletion began (admission.c); tell the waiting. */
+    wake_refused(op);
+    return KOP_DONE;
+}
+
+/* ---- the instance -------------------------------------------------------------- */
+
+/* read_flag computes the instance's flag; *flag is owned (NULL: none). */
+static bool read_flag(ctf_operator *op, const json_t *chal, const json_t *def, char **flag,
+                      ctf_observation *o)
+{
+    kop_status st;
+    kop_status_clear(&st);
+    if (ctf_team_flag(op, def, ctf_str2(chal, "spec", "team"), flag, &st) == KOP_OK)
+        return true;
+    ctf_observe_error(o, "InvalidDefinition", "%s", st.message);
+    return false;
+}
+
+/* apply_instance builds chal's fresh instance and applies it (ctf_apply_built). */
+static kop_err apply_instance(ctf_operator *op, const json_t *chal, const json_t *def,
+                              const char *flag, ctf_observation *o, const kop_reconcile *req)
+{
+    kop_status st;
+    json_t *children = NULL;
+    kop_err err = ctf_build_children(&op->instance, def, chal, flag, &children, &st);
+    if (err) {
+        ctf_observe_error(o, "InvalidDefinition", "%s", st.message);
+        return KOP_OK;
+    }
+    err = ctf_apply_built(op, kop_meta_uid(chal), children, o, req, NULL);
+    json_decref(children);
+    return err;
+}
+
+/*
+ * apply_claim_delta: the first pass after a claim applies only the children
+ * the claim changes when the caches show the warm instance as the pool
+ * applied it: the flag Secret of a dynamic flag (the Namespace's labels
+ * the claim wrote itself). The rest are that already, and a claim is then
+ * a write or two, not an instance's worth.
+ * *done says it did; otherwise the caller applies everything.
+ */
+static kop_err apply_claim_delta(ctf_operator *op, const json_t *chal, const json_t *def,
+                                 const char *ns, const char *id, json_t *children,
+                                 ctf_observation *o, const kop_reconcile *req, bool *done)
+{
+    kop_status st;
+    json_t *warm = NULL, *delta = NULL;
+    char warm_digest[CTF_DIGEST_HEX], digest[CTF_DIGEST_HEX];
+    int64_t now = kop_mono_ms(), unused = 0;
+    long wait_ms = 0;
+    kop_err err = KOP_OK;
+    *done = false;
+    /* Only until the instance has a record as the team's: the first pass after the claim
+     * (or after a takeover, when the warm instance's stamp stands in for the pool's record). */
+    if (ctf_applied_known(op->applied, kop_meta_uid(chal)))
+        return KOP_OK;
+    if (ctf_pool_build_warm(op, def, id, &warm, &st) != KOP_OK ||
+        json_array_size(warm) != json_array_size(children) ||
+        ctf_applied_digest(warm, warm_digest) != KOP_OK ||
+        ctf_applied_digest(children, digest) != KOP_OK)
+        goto out;
+    /* The team's children and the warm ones are the same objects (their names and kinds
+     * match one to one), so the caches show one thing of both. */
+    ctf_applied_seen seen = ctf_apply_seen(op, warm);
+    /* After a takeover: a full apply as the team's went through already. */
+    ctf_apply_seed(op, kop_meta_uid(chal), children, digest, &seen, now);
+    if (ctf_applied_known(op->applied, kop_meta_uid(chal)))
+        goto out; /* ctf_apply_built decides, from that record */
+    ctf_apply_seed(op, ns, warm, warm_digest, &seen, now);
+    if (ctf_applied_decide(op->applied, ns, warm_digest, &seen, now, &wait_ms) != CTF_APPLY_SKIP)
+        goto out;
+    /* The Namespace differs by the claim's labels and uid alone, which the claim itself wrote
+     * (pool.c): not written twice. What is left is the flag Secret of a dynamic flag. */
+    delta = json_array();
+    for (size_t i = 0; delta && i < json_array_size(children); i++) {
+        const json_t *child = json_array_get(children, i);
+        if (!json_equal(child, json_array_get(warm, i)) &&
+            !kop_streq(json_string_value(json_object_get(child, "kind")), "Namespace"))
+            json_array_append(delta, json_array_get(children, i));
+    }
+    if (!delta)
+        goto out;
+    err = ctf_apply_children(op, delta, &unused, o, req);
+    if (!err && !o->reason) {
+        ctf_applied_record(op->applied, kop_meta_uid(chal), digest, seen.generations, now);
+        *done = true;
+    }
+out:
+    ctf_applied_forget(op->applied, ns); /* the pool's record: of no use once claimed */
+    json_decref(delta);
+    json_decref(warm);
+    return err;
+}
+
+/*
+ * apply_pooled applies the warm instance id that chal claimed, in namespace
+ * ns: its Namespace now names the Challenge, and its flag Secret holds the
+ * team's flag. When that changed the flag, the pods are touched so the
+ * kubelet rewrites /flag/flag now.
+ */
+static kop_err apply_pooled(ctf_operator *op, const json_t *chal, const json_t *def, const char *ns,
+                            const char *id, const char *flag, ctf_observation *o,
+                            const kop_reconcile *req)
+{
+    kop_status st;
+    json_t *children = NULL;
+    bool applied = false;
+    const char *ignored;
+    kop_err err = ctf_build_pooled_children(&op->instance, def, id, chal, flag, &children, &st);
+    if (err) {
+        ctf_observe_error(o, "InvalidDefinition", "%s", st.message);
+        return KOP_OK;
+    }
+    err = apply_claim_delta(op, chal, def, ns, id, children, o, req, &applied);
+    if (!err && !applied && !o->reason)
+        err = ctf_apply_built(op, kop_meta_uid(chal), children, o, req, &applied);
+    json_decref(children);
+    if (!err && applied && ctf_flag_secret_ref(def, &ignored, &ignored))
+        ctf_pool_refresh_flag(op, req, chal, ns);
+    return err;
+}
+
+/* namespace_going: the cache shows namespace ns being deleted. */
+static bool namespace_going(ctf_operator *op, const char *ns)
+{
+    json_t *n = NULL;
+    bool going = kop_informer_dup_metadata(op->namespaces, NULL, ns, &n) == KOP_OK &&
+                 kop_meta_is_deleting(n);
+    json_decref(n);
+    return going;
+}
+
+/*
+ * place_instance decides where chal's instance lives (ns, id): a warm one
+ * it claimed, or its own, with admission.c's ledger told at each step so
+ * that the instances counted never exceed --max-instances:
+ *
+ *   claimed already        -> the warm slot is the team's (counted as is);
+ *   not decided, pooled    -> admitted on a free warm slot of the pool (or
+ *                             fresh when it has none), then the claim: won,
+ *                             the slot is the team's; lost, admitted again
+ *                             as fresh, against the total with the warm
+ *                             instances in it, or refused;
+ *   otherwise              -> admitted fresh.
+ *
+ * Refused: o filled, and a pooled Challenge left undecided, so that the
+ * pass a freed slot brings tries the pool again.
+ */
+static kop_err place_instance(ctf_operator *op, const kop_reconcile *req, const json_t *chal,
+                              const json_t *def, char *ns, size_t size, char *id, size_t id_size,
+                              ctf_place *place, ctf_observation *o)
+{
+    char pool[CTF_TEAM_KEY_SIZE], msg[sizeof o->message];
+    *place = ctf_pool_place(op, chal, ns, size, id, id_size);
+    if (*place == CTF_PLACE_POOLED) {
+        ctf_admission_claimed(op->admission, chal, ns);
+        return KOP_OK;
+    }
+    bool pooled = *place == CTF_PLACE_UNDECIDED && ctf_pool_wanted(def);
+    snprintf(pool, sizeof pool, "%s/%s", kop_meta_namespace(def), kop_meta_name(def));
+    if (!admit(op, chal, pooled ? pool : NULL, o) || *place != CTF_PLACE_UNDECIDED)
+        return KOP_OK;
+    kop_err err = ctf_pool_claim(op, req, chal, def, ns, size, id, id_size, place);
+    if (err)
+        return err; /* undecided: the next pass claims again, on the slot it holds */
+    if (*place == CTF_PLACE_POOLED) {
+        ctf_admission_claimed(op->admission, chal, ns);
+    } else if (ctf_admission_unclaimed(op->admission, chal, msg, sizeof msg) != CTF_ADMIT_OK) {
+        ctf_observe_error(o, CTF_REASON_QUOTA, "%s", msg);
+        ctf_pool_forget(op, kop_meta_uid(chal));
+    }
+    return KOP_OK;
+}
+
+/* ---- reconcile ------------------------------------------------------------------ */
+
+/*
+ * expire deletes an expired Challenge, but only the version the cache
+ * showed: the delete carries its uid and resourceVersion as preconditions.
+ * A renewal the apiserver accepted after that version (the cache may lag
+ * behind a watch by seconds) makes the delete a conflict; then the
+ * reconcile looks again once the cache has caught up, and a renewed
+ * instance lives on.
+ */
+static kop_result expire(ctf_operator *op, const kop_reconcile *req, const json_t *chal)
+{
+    kop_status st;
+    kop_delete_req del = {
+        .target = {&CTF_CHALLENGES, req->namespace, req->name},
+        .opts = {.precondition_uid = kop_meta_uid(chal),
+                 .precondition_resource_version = kop_meta_resource_version(chal)}};
+    kop_err err = kop_delete_object(req->client, &del, NULL, &st);
+    if (err == KOP_ECONFLICT) {
+        kop_logger_log(req->log, KOP_LOG_INFO,
+                       "expired in the cache, but changed since (renewed?); looking again");
+        return KOP_REQUEUE_AFTER(STALE_RECHECK_MS);
+    }
+    if (err == KOP_ENOTFOUND)
+        return KOP_DONE;
+    if (err)
+        return KOP_RETRY;
+    kop_logger_log(req->log, KOP_LOG_INFO, "instance expired; deleted it");
+    kop_event(op->events, chal, KOP_EVENT_NORMAL, "Expired", "Delete", "instance expired");
+    return KOP_DONE;
+}
+
+kop_result ctf_reconcile(const kop_reconcile *req, void *user)
+{
+    ctf_operator *op = user;
+    kop_status st;
+    json_t *chal = NULL, *def = NULL;
+    char *flag = NULL;
+    char ns[64] = "", id[CTF_POOL_ID_LEN + 1] = "";
+    ctf_place place = CTF_PLACE_UNDECIDED;
+    ctf_observation o = {.phase = CTF_STATUS_PENDING};
+    time_t expires = 0;
+    kop_result res = KOP_DONE;
+    bool waiting = false; /* children applied, Running pending */
+    kop_err err;
+
+    if (kop_informer_dup(req->cache, req->namespace, req->name, &chal) != KOP_OK) {
+        delete_orphans(op, req); /* gone: the finalizer already ran */
+        return KOP_DONE;
+    }
+    if (kop_meta_is_deleting(chal)) {
+        res = finalize(op, req, chal);
+        goto out;
+    }
+    if (ensure_finalizer(op, &chal, &st) != KOP_OK) {
+        res = KOP_RETRY;
+        goto out;
+    }
+
+    /* The definition. */
+    const char *def_name = ctf_str2(chal, "spec", "definition");
+    if (!def_name || kop_informer_dup(op->definitions, req->namespace, def_name, &def) != KOP_OK) {
+        ctf_observe_error(&o, "DefinitionNotFound",
+                          "ChallengeDefinition %s not found in namespace %s",
+                          def_name ? def_name : "(none)", req->namespace);
+        goto status;
+    }
+    if (ctf_validate_definition(def, &st) != KOP_OK) {
+        ctf_observe_error(&o, "InvalidDefinition", "%s", st.message);
+        goto status;
+    }
+
+    /* The lifetime: past it, the instance goes away. */
+    if (ctf_expiry(ctf_created_at(chal), json_object_get(def, "spec"),
+                   ctf_str2(chal, "spec", "expiresAt"), &expires, &st) == KOP_OK) {
+        double left = difftime(expires, time(NULL));
+        if (left <= 0) {
+            res = expire(op, req, chal);
+            goto out;
+        }
+        o.requeue_ms = (long)(left * 1000) + 500;
+    }
+
+    /* Admission, then the instance itself: a warm one claimed, or its own. */
+    instance_namespace(chal, ns, sizeof ns);
+    if (!ns[0]) {
+        ctf_observe_error(&o, "InvalidDefinition", "cannot name the instance's namespace");
+        goto status;
+    }
+    if (place_instance(op, req, chal, def, ns, sizeof ns, id, sizeof id, &place, &o) != KOP_OK) {
+        res = KOP_RETRY;
+        goto out;
+    }
+    if (o.reason) {
+        ns[0] = '\0'; /* refused: it has no instance */
+        goto status;
+    }
+    if (place == CTF_PLACE_POOLED) {
+        if (namespace_going(op, ns)) { /* deleted under it: made again once gone */
+            snprintf(o.message, sizeof o.message, "waiting for namespace %s to be removed", ns);
+            o.requeue_ms = NS_WAIT_MS;
+            goto status;
+        }
+        if (!read_flag(op, chal, def, &flag, &o))
+            goto status;
+        if (apply_pooled(op, chal, def, ns, id, flag, &o, req) != KOP_OK) {
+            res = KOP_RETRY;
+            goto out;
+        }
+        goto observe;
+    }
+    json_t *existing = NULL;
+    if (kop_informer_dup(op->namespaces, NULL, ns, &existing) == KOP_OK) {
+        bool ours = owns_namespace(existing, chal), going = kop_meta_is_deleting(existing);
+        json_decref(existing);
+        if (!ours && !going) {
+            ctf_observe_error(&o, "DuplicateInstance",
+                              "namespace %s already holds this team's instance of %s", ns,
+                              def_name);
+            ns[0] = '\0'; /* that namespace is another Challenge's */
+            (void)ctf_admission_release(op->admission, kop_meta_uid(chal));
+            goto status;
+        }
+        if (going) { /* a previous instance is still being removed */
+            snprintf(o.message, sizeof o.message, "waiting for namespace %s to be removed", ns);
+            o.requeue_ms = NS_WAIT_MS;
+            goto status;
+        }
+    }
+    if (!read_flag(op, chal, def, &flag, &o))
+        goto status;
+    if (apply_instance(op, chal, def, flag, &o, req) != KOP_OK) {
+        res = KOP_RETRY;
+        goto out;
+    }
+observe:
+    if (!o.reason) {
+        long expiry_ms = o.requeue_ms;
+        ctf_observe_instance(op, chal, def, ns, &o);
+        o.requeue_ms = ctf_min_positive(o.requeue_ms, expiry_ms);
+        waiting = !o.reason && strcmp(o.phase, CTF_STATUS_PENDING) == 0;
+    }
+
+status:
+    if ((err = ctf_write_status(op, req, chal, &o, ns, expires)) != KOP_OK)
+        res = retry_after_write(err);
+    else if (o.requeue_ms > 0)
+        res = waiting ? KOP_REQUEUE_AFTER_PRIORITY(o.requeue_ms, CTF_PRIORITY_READINESS)
+                      : KOP_REQUEUE_AFTER(o.requeue_ms);
+out:
+    if (flag) {
+        OPENSSL_cleanse(flag, strlen(flag));
+        free(flag);
+    }
+    json_decref(o.endpoints);
+    json_decref(def);
+    json_decref(chal);
+    return res;
+}

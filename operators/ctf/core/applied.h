@@ -1,0 +1,82 @@
+/*
+ * core/applied.h - what was last applied to each instance (applied.c), so
+ * that a pass that would apply the same children again writes nothing: a
+ * record per key (a Challenge's or a warm instance's uid) of the children's
+ * digest, the Deployments' generations and the time, and the digest
+ * stamped on the server for a process that has no record. Pure: the caller
+ * passes what its caches show and the time. Thread-safe (one lock).
+ */
+#ifndef CTF_CORE_APPLIED_H
+#define CTF_CORE_APPLIED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include <kop/err.h>
+
+typedef struct ctf_applied ctf_applied;
+
+#define CTF_DIGEST_HEX        65             /* SHA-256 in hex, NUL included */
+#define CTF_APPLIED_LAG_MS    10000          /* how long the caches may lag behind an apply */
+#define CTF_APPLIED_RESYNC_MS (10 * 60000L) /* every child applied again at least this often */
+
+typedef enum ctf_applied_verdict {
+    CTF_APPLY = 0,  /* apply every child */
+    CTF_APPLY_SKIP, /* what the caches show is what was applied */
+    CTF_APPLY_WAIT, /* applied just now: look again once the caches caught up */
+} ctf_applied_verdict;
+
+/* ctf_applied_seen: what the caches show of an instance's cached children. */
+typedef struct ctf_applied_seen {
+    int missing;         /* children absent from their cache, or being deleted */
+    int64_t generations; /* the sum of the cached Deployments' metadata.generation */
+} ctf_applied_seen;
+
+KOP_NODISCARD kop_err ctf_applied_new(ctf_applied **out);
+void ctf_applied_free(ctf_applied *a);
+
+/* ctf_applied_digest writes the SHA-256 (hex) of children's canonical text. */
+KOP_NODISCARD kop_err ctf_applied_digest(const json_t *children, char out[CTF_DIGEST_HEX]);
+
+/* ctf_applied_decide: apply, skip or wait (*wait_ms) for uid's children of digest. */
+ctf_applied_verdict ctf_applied_decide(ctf_applied *a, const char *uid, const char *digest,
+                                       const ctf_applied_seen *seen, int64_t now_ms,
+                                       long *wait_ms);
+
+/* ctf_applied_record notes a full apply of digest whose Deployments are at generations. */
+void ctf_applied_record(ctf_applied *a, const char *uid, const char *digest, int64_t generations,
+                        int64_t now_ms);
+
+/* ctf_applied_known: uid has a record (something applied for it was noted). */
+bool ctf_applied_known(ctf_applied *a, const char *uid);
+
+/* ctf_applied_forget drops uid's record (its instance is going). */
+void ctf_applied_forget(ctf_applied *a, const char *uid);
+
+/*
+ * The last apply's digest is also kept on the server, so that a process
+ * without a record (a new leader, a restart) need not apply again what the
+ * one before it applied in full: a full apply stamps the digest on its last
+ * child (CTF_ANNOTATION_APPLIED), and children are applied in order, each
+ * only after the one before it went through, so the last child carrying a
+ * digest proves every child was applied as that digest says.
+ */
+#define CTF_ANNOTATION_APPLIED "ctf.kopc.io/applied"
+
+/* ctf_applied_stamp sets digest on the last of children (the one applied last). */
+KOP_NODISCARD kop_err ctf_applied_stamp(json_t *children, const char *digest);
+
+/*
+ * ctf_applied_seed takes what the caches show of the last child as uid's
+ * record when uid has none: stamped (its CTF_ANNOTATION_APPLIED, NULL when
+ * the cache lacks it or does not hold its kind) equal to digest and no
+ * cached child missing. The record then says "applied in full at now_ms,
+ * the Deployments at seen->generations", so the next full apply comes with
+ * the resync (CTF_APPLIED_RESYNC_MS). Returns whether it seeded.
+ */
+bool ctf_applied_seed(ctf_applied *a, const char *uid, const char *digest, const char *stamped,
+                      const ctf_applied_seen *seen, int64_t now_ms);
+
+#endif /* CTF_CORE_APPLIED_H */
