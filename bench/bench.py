@@ -861,7 +861,7 @@ def measure_realflag(args, op, workload, n, out, pooled):
 def floor_pod_spec(c):
     """The floor's PodSpec: the definition realflag's pod template (as the
     cluster holds it) with the hardening the operator gives every instance's
-    pod (operators/ctf/pod.c: no token, no service links, non-root, no
+    pod (operators/ctf/core/pod.c: no token, no service links, non-root, no
     capabilities, no privilege escalation, seccomp, a read-only root)."""
     d = json.loads(c.kubectl("-n", "ctf", "get", "chaldef", "realflag", "-o", "json"))
     spec = d["spec"]["pods"][0]["template"]

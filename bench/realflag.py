@@ -58,7 +58,7 @@ POLL_S = 0.1
 
 
 def dynamic_flag(key, definition, team, prefix="flag{", suffix="}"):
-    """The flag the operator derives for team (operators/ctf/flag.c): prefix,
+    """The flag the operator derives for team (operators/ctf/core/flag.c): prefix,
     the first 32 hex digits of HMAC-SHA256(key, "definition:team"), suffix."""
     mac = hmac.new(key.encode(), f"{definition}:{team}".encode(), hashlib.sha256).hexdigest()
     return prefix + mac[:32] + suffix
