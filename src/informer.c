@@ -31,7 +31,6 @@
 #include <time.h>
 
 #include "informer_internal.h"
-#include "kop/meta.h"
 #include "kop_internal.h"
 
 /* ---- lifecycle ---------------------------------------------------------- */

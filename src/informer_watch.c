@@ -28,8 +28,9 @@
  *     relist does not build a second store: it stamps every entry it sees
  *     with the relist's generation (unchanged ones keep their text and call
  *     no handler, changed ones are replaced and reported as updates), then
- *     sweeps the entries not stamped, reporting each as deleted. At peak it
- *     holds the store plus one page.
+ *     sweeps the entries not stamped, reporting each as deleted (short of
+ *     memory, what it could not sweep waits for the next relist). At peak
+ *     it holds the store plus one page.
  *
  * Asserted (KOP_ASSERT): a relist starts only without a version; a watch
  * opens only after a complete list, one stream at a time; after a complete
