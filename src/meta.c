@@ -101,7 +101,8 @@ static bool map_set(json_t *obj, const char *map, const char *key, const char *v
     /* A key or value that is not UTF-8 cannot be stored: refuse it before
      * creating metadata or the map, so that obj stays as it was. */
     json_t *v = json_string(value), *k = json_string(key);
-    json_t *m = v && k ? kop__meta_child_object(kop__meta_child_object(obj, "metadata"), map) : NULL;
+    json_t *meta = v && k ? kop__meta_child_object(obj, "metadata") : NULL;
+    json_t *m = meta ? kop__meta_child_object(meta, map) : NULL;
     json_decref(k);
     if (!m) {
         json_decref(v);

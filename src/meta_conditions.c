@@ -19,6 +19,8 @@
 #include "kop/meta.h"
 #include "kop_internal.h"
 #include "meta_internal.h"
+
+/* is_condition_type matches metav1.Condition's type pattern: [subdomain/]name-part. */
 static bool is_condition_type(const char *s)
 {
     size_t n = strlen(s);

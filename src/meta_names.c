@@ -5,8 +5,8 @@
  * Generated names must be deterministic (creating twice is creating once)
  * and valid whatever the parts hold. A name is the parts normalized and
  * joined when that loses nothing and fits; otherwise what fits of them is
- * kept beside a SHA-256 of the original parts, so two different inputs
- * never collapse onto one name by normalization or truncation.
+ * kept beside a SHA-256 of the original parts, so inputs that normalize
+ * or truncate alike still get different names (short of a hash collision).
  *
  * The syntax checks here (name part, subdomain) are also what
  * meta_conditions.c checks a condition type with (meta_internal.h).
@@ -23,8 +23,8 @@
 /* ---- syntax ------------------------------------------------------------- */
 
 /*
- * kop__meta_is_name_part matches a qualified name's name part, without a length
- * limit: ^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$ on s[0..n).
+ * kop__meta_is_name_part matches a qualified name's name part, without a
+ * length limit: ^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$ on s[0..n).
  */
 bool kop__meta_is_name_part(const char *s, size_t n)
 {
@@ -37,7 +37,7 @@ bool kop__meta_is_name_part(const char *s, size_t n)
     return true;
 }
 
-/* kop__meta_is_subdomain matches DNS-1123 subdomain syntax on s[0..n), without a length limit. */
+/* kop__meta_is_subdomain matches DNS-1123 subdomain syntax on s[0..n), no length limit. */
 bool kop__meta_is_subdomain(const char *s, size_t n)
 {
     if (n == 0)
