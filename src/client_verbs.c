@@ -5,6 +5,12 @@
  * (client.c: connections, credentials, retries), and parses the answer
  * into a jansson document the caller owns. Failures keep the apiserver's
  * Status in the caller's kop_status.
+ *
+ * The checks made here before anything is sent (a patch's shape, a field
+ * manager for apply, a name for update) catch mistakes in the caller's
+ * code rather than in the object: found here, they are named in the
+ * caller's words and cost no round trip. Everything else is left to the
+ * apiserver, which knows the resource's schema and this file does not.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +26,7 @@
 static kop_err parse_body(const kop__response *resp, json_t **out, kop_status *st)
 {
     json_error_t jerr;
+    /* data is NULL when no byte came; json_loadb wants a pointer even for none. */
     *out = json_loadb(resp->body.data ? resp->body.data : "", resp->body.len, 0, &jerr);
     if (!*out) {
         kop_status_setf(st, (int)resp->code, NULL, "response is not JSON: %s (line %d)", jerr.text,
@@ -53,6 +60,8 @@ static kop_err call(kop_client *c, const char *method, const kop_resource *r, co
     if (err)
         goto out;
     if (body) {
+        /* kop_meta_dumps fails whole when memory runs out, where json_dumps
+         * could hand back a torn document that might still parse. */
         payload = kop_meta_dumps(body, JSON_COMPACT);
         if (!payload) {
             err = KOP_ENOMEM;
@@ -65,6 +74,10 @@ static kop_err call(kop_client *c, const char *method, const kop_resource *r, co
         .content_type = content_type,
         .body = payload,
         .body_len = payload ? strlen(payload) : 0,
+        /* Only a GET is sent again after a 5xx or a lost connection: a
+         * write that got no answer may have been applied, and a second
+         * POST would create twice. All verbs are retried after 429, which
+         * the apiserver answers before acting (client.c: retryable). */
         .safe = strcmp(method, "GET") == 0,
     };
     err = kop__client_do(c, &req, &resp, st);
@@ -114,6 +127,8 @@ kop_err kop_get_path(kop_client *c, const char *path, json_t **out, kop_status *
         err = KOP_EINVAL;
         goto out;
     }
+    /* Kubeconfigs often write the server with a trailing '/', and path
+     * starts with one: drop the server's so the URL has no "//". */
     const char *server = kop__client_server(c);
     size_t slen = strlen(server);
     while (slen > 0 && server[slen - 1] == '/')
@@ -129,6 +144,8 @@ kop_err kop_get_path(kop_client *c, const char *path, json_t **out, kop_status *
         goto out;
     json_error_t jerr;
     *out = json_loadb(resp.body.data ? resp.body.data : "", resp.body.len, 0, &jerr);
+    /* Raw paths may answer plain text (/healthz says "ok"): such a body is
+     * handed back as a JSON string rather than failed as unparsable. */
     if (!*out)
         *out = json_stringn(resp.body.data ? resp.body.data : "", resp.body.len);
     if (!*out)
@@ -142,6 +159,8 @@ out:
 kop_err kop_get(kop_client *c, const kop_resource *r, const char *ns, const char *name,
                 json_t **out, kop_status *st)
 {
+    /* Generic callers pass a namespace for every resource; a cluster-scoped
+     * one has none in its URL, so it is dropped here once for all verbs. */
     return call(c, "GET", r, r->namespaced ? ns : NULL, name, NULL, NULL, 0, NULL, NULL, out, st);
 }
 
@@ -152,6 +171,8 @@ kop_err kop_list(kop_client *c, const kop_resource *r, const char *ns, const kop
     char limit[32] = "";
     if (o.limit > 0)
         snprintf(limit, sizeof limit, "%ld", o.limit);
+    /* Parameters left NULL are left out of the URL (kop__url_build), so one
+     * table serves every combination of options. */
     kop__query_param p[] = {
         {"labelSelector", o.label_selector},     {"fieldSelector", o.field_selector},
         {"limit", limit[0] ? limit : NULL},      {"continue", o.continue_token},
@@ -170,7 +191,7 @@ kop_err kop_list_each(kop_client *c, const kop_resource *r, const char *ns,
     char *cont = NULL;
     kop_list_opts o = opts ? *opts : (kop_list_opts){0};
     if (o.limit <= 0)
-        o.limit = 500;
+        o.limit = 500; /* client-go's page size: one page is all that is held at a time */
     if (resource_version_out)
         *resource_version_out = NULL;
 
@@ -182,6 +203,8 @@ kop_err kop_list_each(kop_client *c, const kop_resource *r, const char *ns,
         err = fn(page, user);
         if (err)
             goto out;
+        /* Every page of a continued list comes from the first page's
+         * snapshot; the version kept is the last page's, that snapshot's. */
         const char *rv = object_field(page, "resourceVersion");
         const char *next = object_field(page, "continue");
         if (resource_version_out && rv) {
@@ -203,6 +226,8 @@ kop_err kop_list_each(kop_client *c, const kop_resource *r, const char *ns,
         o.resource_version_match = NULL;
     }
 out:
+    /* A list that stopped part-way hands back no version: a watch from it
+     * would never see what the unread pages held. */
     if (err && resource_version_out) {
         free(*resource_version_out);
         *resource_version_out = NULL;
@@ -212,7 +237,11 @@ out:
     return err;
 }
 
-/* target_namespace picks the namespace of a write: ns, else the object's. */
+/*
+ * target_namespace picks the namespace of a write: ns, else the object's,
+ * as kubectl does, so an object read from a namespace is written back to
+ * the same one without the caller repeating it.
+ */
 static const char *target_namespace(const kop_resource *r, const char *ns, const json_t *obj)
 {
     if (!r->namespaced)
@@ -237,6 +266,7 @@ kop_err kop_update(kop_client *c, const kop_resource *r, const char *ns, json_t 
     kop__query_param p[3];
     size_t n = write_params(opts, p);
     const char *name = object_field(obj, "name");
+    /* PUT goes to the object's own URL: without a name there is none. */
     if (!name) {
         kop_status_setf(st, 0, NULL, "kop_update: the object has no metadata.name");
         return KOP_EINVAL;
@@ -279,6 +309,8 @@ kop_err kop_patch_object(kop_client *c, const kop_patch_req *req, json_t **out, 
         kop_status_setf(st, 0, NULL, "kop_patch_object: server-side apply needs a field manager");
         return KOP_EINVAL;
     }
+    /* A JSON patch is a list of operations; the other kinds are partial
+     * objects. The wrong shape is the caller's bug: say so before sending. */
     bool json_patch = req->type == KOP_PATCH_JSON;
     if (json_patch ? !json_is_array(req->patch) : !json_is_object(req->patch)) {
         kop_status_setf(st, 0, NULL, "kop_patch_object: a %s patch must be a JSON %s",
@@ -307,6 +339,10 @@ kop_err kop_patch_status(kop_client *c, const kop_resource *r, const json_t *obj
     const char *name = json_string_value(json_object_get(meta, "name"));
     if (!name || !status)
         return KOP_EINVAL;
+    /* A merge patch of status alone, on the status subresource: it cannot
+     * touch spec or metadata and carries no resourceVersion, so a writer of
+     * other fields never makes it conflict; the last status written wins,
+     * which suits a status computed from what was just observed. */
     json_t *patch = json_pack("{s:O}", "status", status);
     if (!patch)
         return KOP_ENOMEM;
@@ -319,7 +355,11 @@ kop_err kop_patch_status(kop_client *c, const kop_resource *r, const json_t *obj
     return err;
 }
 
-/* delete_body builds the DeleteOptions document for opts (a new reference). */
+/*
+ * delete_body builds the DeleteOptions document for opts (a new reference).
+ * Options go in the body rather than the query because preconditions have
+ * no query form; the body is sent even when it holds nothing else.
+ */
 static json_t *delete_body(const kop_delete_opts *o)
 {
     static const char *const policies[] = {NULL, "Background", "Foreground", "Orphan"};
@@ -339,6 +379,8 @@ static json_t *delete_body(const kop_delete_opts *o)
                                        json_string(o->precondition_resource_version));
         bad |= json_object_set_new(body, "preconditions", pre);
     }
+    /* 0 means "not set" (the object's own grace period), so "now" is asked
+     * for with a negative value and sent as the apiserver's 0. */
     if (o->grace_period_seconds != 0)
         bad |= json_object_set_new(
             body, "gracePeriodSeconds",

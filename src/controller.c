@@ -33,6 +33,14 @@
  * the manager starts its workers, stops and joins them, and frees it,
  * knowing it only through those calls; the controller asks the manager for
  * its client, caches and metrics registry, never the other way round.
+ *
+ * Invariant: one reconcile in flight per key. The work queue hands a key to
+ * one worker and holds any re-add until that worker calls done, so two
+ * workers never reconcile the same object at once and a reconciler needs
+ * no lock of its own per object. Debug builds check it from this side too:
+ * each worker files the key it holds in c->inflight and asserts that no
+ * other worker holds it (in_flight_begin), and takes it out before done,
+ * since after done another worker may rightly be handed the key.
  */
 #define _GNU_SOURCE /* pthread_timedjoin_np */
 #include <pthread.h>
@@ -46,6 +54,7 @@
 #include "kop/workqueue.h"
 #include "kop_internal.h"
 #include "manager_internal.h"
+#include "map_internal.h"
 
 #define MAX_WORKERS 64
 #define MAX_WATCHES 16
@@ -87,6 +96,7 @@ struct kop_controller {
     pthread_mutex_t mu;
     pthread_cond_t cond; /* stopping */
     bool stopping;
+    kop__map inflight; /* debug builds: the keys workers hold (under mu) */
 };
 
 /* ---- predicates --------------------------------------------------------- */
@@ -303,6 +313,7 @@ kop_err kop_controller_new(kop_manager *m, const kop_controller_opts *opts, kop_
     c->mgr = m;
     c->opts = *opts;
     pthread_mutex_init(&c->mu, NULL);
+    kop__map_init(&c->inflight);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -502,6 +513,38 @@ static void reconcile_key(kop_controller *c, const char *key, int priority)
     kop_logger_free(lg);
 }
 
+/*
+ * in_flight_begin files key as held by this worker, asserting that no other
+ * worker holds it (debug builds; a no-op otherwise). Out of memory, the key
+ * goes unchecked this once: never a false alarm.
+ */
+static void in_flight_begin(kop_controller *c, const char *key)
+{
+#ifdef KOP_DEBUG
+    pthread_mutex_lock(&c->mu);
+    KOP_ASSERT(kop__map_get(&c->inflight, key) == NULL); /* one in flight per key */
+    kop_err err = kop__map_put(&c->inflight, key, c, NULL);
+    (void)err; /* out of memory: this key is not checked this time */
+    pthread_mutex_unlock(&c->mu);
+#else
+    (void)c;
+    (void)key;
+#endif
+}
+
+/* in_flight_end forgets that this worker holds key; called before done. */
+static void in_flight_end(kop_controller *c, const char *key)
+{
+#ifdef KOP_DEBUG
+    pthread_mutex_lock(&c->mu);
+    kop__map_remove(&c->inflight, key);
+    pthread_mutex_unlock(&c->mu);
+#else
+    (void)c;
+    (void)key;
+#endif
+}
+
 static void *worker(void *arg)
 {
     kop_controller *c = arg;
@@ -514,9 +557,11 @@ static void *worker(void *arg)
             nanosleep(&pause, NULL);
             continue;
         }
+        in_flight_begin(c, key);
         /* Once shutting down or no longer leading, queued keys are left alone. */
         if (kop__manager_may_reconcile(c->mgr))
             reconcile_key(c, key, priority);
+        in_flight_end(c, key); /* first: once done, another worker may take the key */
         kop_workqueue_done(c->queue, key);
         free(key);
     }
@@ -633,6 +678,7 @@ static void controller_free(void *user)
     kop_logger_free(c->log);
     pthread_cond_destroy(&c->cond);
     pthread_mutex_destroy(&c->mu);
+    kop__map_fini(&c->inflight, NULL);
     free(c->name);
     free(c->ns);
     free(c);

@@ -15,6 +15,26 @@
  * PROBE_PER_ADDRESS connections and an idle one is closed after
  * PROBE_IDLE_TIMEOUT_S, so a client that opens many and sends nothing
  * cannot starve the kubelet's probes into restarting the operator.
+ *
+ * Start order (kop_manager_run), each step waiting for the one before:
+ *   1. the HTTP endpoint, so /healthz answers while caches fill and the
+ *      kubelet does not restart an operator that is only slow to list;
+ *   2. every informer, then their first lists (/readyz turns 200 after);
+ *   3. the Lease, when elections are on, and the wait until this replica
+ *      leads: a standby keeps warm caches but starts no controller;
+ *   4. the runnables (controllers), in the order they were added.
+ * Stop order (shut_down) is the reverse, for the same reasons read
+ * backwards: the runnables are stopped and joined first, within the
+ * shutdown deadline; only then is the Lease released, so no successor
+ * reconciles while one of ours still writes; then the informers, which
+ * reconciles read; the endpoint last, so probes answer to the end.
+ *
+ * Invariants: informers and runnables are registered before run and never
+ * after (the calls refuse while running), so the arrays are read without
+ * a lock once running; a controller starts only on synced caches, and the
+ * Lease is released only after every runnable has been joined (both
+ * asserted in debug builds). Reconciles that outlive the deadline are
+ * abandoned, not freed under them: kop_manager_free then frees nothing.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -102,6 +122,7 @@ static const char *flag_value(const char *arg, const char *name, int argc, char 
 int kop_manager_parse_flag(kop_manager_opts *o, int argc, char **argv, int *i, kop_status *st)
 {
     const char *arg = argv[*i], *v;
+    /* -v and --log-format may come in either order: each re-applies both. */
     static kop_log_config log_cfg; /* the settings applied so far */
     if (strcmp(arg, "--leader-elect") == 0 || strcmp(arg, "--leader-elect=true") == 0) {
         o->leader_elect = true;
@@ -185,6 +206,8 @@ kop_err kop_manager_new(const kop_manager_opts *opts, kop_manager **out, kop_sta
     sigemptyset(&term);
     sigaddset(&term, SIGINT);
     sigaddset(&term, SIGTERM);
+    /* Before any thread exists: threads inherit the mask, so only the
+     * manager's sigwait ever takes these signals (see the note on top). */
     pthread_sigmask(SIG_BLOCK, &term, &m->old_mask);
     m->name = strdup(m->opts.name ? m->opts.name : "kopc-operator");
     m->kubeconfig = dup_opt(m->opts.kubeconfig);
@@ -192,7 +215,7 @@ kop_err kop_manager_new(const kop_manager_opts *opts, kop_manager **out, kop_sta
     m->le_ns = dup_opt(m->opts.leader_election_namespace);
     m->le_id = strdup(m->opts.leader_election_id ? m->opts.leader_election_id : m->name);
     if (m->opts.shutdown_timeout_ms <= 0)
-        m->opts.shutdown_timeout_ms = 30000;
+        m->opts.shutdown_timeout_ms = 30000; /* a pod's default grace period */
     pthread_mutex_init(&m->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -237,6 +260,7 @@ void kop_manager_free(kop_manager *m)
     kop_manager_stop(m);
     if (m->abandoned)
         return; /* threads still use everything: the process is exiting */
+    /* In shut_down's order: controllers read the informers and the client. */
     for (int i = 0; i < m->nrunnables; i++) {
         kop_runnable *r = &m->runnables[i];
         r->stop(r->user);
@@ -316,6 +340,8 @@ kop_err kop_manager_informer(kop_manager *m, const kop_resource *r, const char *
                              const char *label_selector, kop_informer **out)
 {
     *out = NULL;
+    /* One informer per resource and scope, shared by every controller that
+     * asks: one list, one watch and one cache however many read it. */
     for (int i = 0; i < m->ninformers; i++) {
         if (same_scope(&m->informers[i], r, ns, label_selector)) {
             *out = m->informers[i].inf;
@@ -323,7 +349,7 @@ kop_err kop_manager_informer(kop_manager *m, const kop_resource *r, const char *
         }
     }
     if (m->running)
-        return KOP_EINVAL;
+        return KOP_EINVAL; /* once running, the array is read without a lock */
     if (m->ninformers >= MAX_INFORMERS)
         return KOP_ETOOBIG;
     struct shared_informer *s = &m->informers[m->ninformers];
@@ -358,6 +384,7 @@ static bool stop_requested(kop_manager *m)
     return s;
 }
 
+/* Without elections every replica leads; with them, only the Lease holder. */
 bool kop_manager_is_leader(kop_manager *m)
 {
     return !m->opts.leader_elect || (m->leader && kop_leader_is_leader(m->leader));
@@ -425,8 +452,11 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
                            MHD_RESPMEM_PERSISTENT);
         return respond(conn, 200, KOP_METRICS_CONTENT_TYPE, text, len, MHD_RESPMEM_MUST_FREE);
     }
+    /* Liveness says only that the process answers: caches that cannot sync
+     * (the apiserver is down) must not get the pod restarted in a loop. */
     if (strcmp(url, "/healthz") == 0 || strcmp(url, "/livez") == 0)
         return respond(conn, 200, "text/plain", "ok", 2, MHD_RESPMEM_PERSISTENT);
+    /* Not ready while stopping, so traffic moves away before the end. */
     if (strcmp(url, "/readyz") == 0) {
         if (all_synced(m) && !stop_requested(m))
             return respond(conn, 200, "text/plain", "ok", 2, MHD_RESPMEM_PERSISTENT);
@@ -508,6 +538,9 @@ static void stopped_leading(void *user)
     kop_manager *m = user;
     const char *labels[] = {m->le_id, NULL};
     kop_metric_set(m->leader_status, labels, 0);
+    /* Losing the Lease stops the manager: another replica may lead already,
+     * and a controller that kept writing would fight it. The process exits
+     * with KOP_ESHUTDOWN and comes back as a standby. */
     pthread_mutex_lock(&m->mu);
     if (!m->stopping) {
         m->lost = true; /* not our decision: the Lease was lost */
@@ -524,7 +557,7 @@ static kop_err start_leader(kop_manager *m, kop_status *st)
     kop_leader_opts lo = {
         .lease_namespace = m->le_ns ? m->le_ns : kop_config_namespace(m->cfg),
         .lease_name = m->le_id,
-        .release_on_stop = true,
+        .release_on_stop = true, /* a successor need not wait out the lease */
         .on_started_leading = started_leading,
         .on_stopped_leading = stopped_leading,
         .user = m,
@@ -549,6 +582,7 @@ static kop_err start_informers(kop_manager *m, kop_status *st)
             return err;
         }
     }
+    /* All started before any is waited for: their lists run side by side. */
     for (int i = 0; i < m->ninformers; i++) {
         while (!kop_informer_wait_synced(m->informers[i].inf, 500))
             if (stop_requested(m))
@@ -571,8 +605,9 @@ static bool shut_down(kop_manager *m)
     kop_log(KOP_LOG_INFO, "stopping controllers");
     for (int i = 0; i < m->nrunnables; i++)
         m->runnables[i].stop(m->runnables[i].user);
-    for (int i = 0; i < m->nrunnables; i++) {
-        kop_runnable *r = &m->runnables[i];
+    int joined;
+    for (joined = 0; joined < m->nrunnables; joined++) {
+        kop_runnable *r = &m->runnables[joined];
         if (!r->join(r->user, &deadline)) {
             kop_log(KOP_LOG_ERROR, "work still running at the shutdown deadline",
                     KOP_LOG_STR("runnable", r->name),
@@ -581,6 +616,8 @@ static bool shut_down(kop_manager *m)
             return false;
         }
     }
+    /* The Lease goes only once no reconcile of ours can still write. */
+    KOP_ASSERT(joined == m->nrunnables);
     if (m->leader)
         kop_leader_stop(m->leader); /* releases the Lease: reconciles are over */
     for (int i = 0; i < m->ninformers; i++)
@@ -613,9 +650,12 @@ kop_err kop_manager_run(kop_manager *m, kop_status *st)
         err = start_informers(m, st);
     if (!err && m->opts.leader_elect)
         err = start_leader(m, st);
+    /* Caches are warm before the Lease is won, so a new leader reconciles
+     * at once; a standby waits here, its caches kept current. */
     while (!err && !kop_manager_is_leader(m) && !wait_stop(m, 200))
         ;
     for (int i = 0; !err && !stop_requested(m) && i < m->nrunnables; i++) {
+        KOP_ASSERT(all_synced(m)); /* controllers only ever see synced caches */
         err = m->runnables[i].start(m->runnables[i].user);
         if (err)
             kop_status_setf(st, 0, NULL, "%s did not start: %s", m->runnables[i].name,

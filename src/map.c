@@ -10,11 +10,18 @@
 #include "kop_internal.h"
 #include "map_internal.h"
 
+/*
+ * A removed key leaves a tombstone, not an empty slot: with linear probing
+ * an empty slot ends every search, so emptying one would hide the keys
+ * that probed past it. The mark is an address no strdup can return.
+ */
 static char tombstone_mark;
 #define TOMBSTONE (&tombstone_mark)
 
 #define MIN_CAP 4 /* an informer keeps a map per index value; most hold a key or two */
 
+/* FNV-1a, 64 bits, with FNV's published offset basis and prime: one xor and
+ * one multiply a byte, well spread on short keys like "namespace/name". */
 uint64_t kop__hash(const char *s)
 {
     uint64_t h = 1469598103934665603ULL;
@@ -25,6 +32,8 @@ uint64_t kop__hash(const char *s)
     return h;
 }
 
+/* All zero is an empty map with no table: the first put allocates it, since
+ * many maps (an index value's key set) never hold more than a key or two. */
 void kop__map_init(kop__map *m)
 {
     memset(m, 0, sizeof *m);
@@ -51,11 +60,18 @@ void kop__map_fini(kop__map *m, void (*free_value)(void *))
             free(k);
     }
     free(m->slots);
+    /* Empty again and of the same kind, so the owner may reuse it. */
     memset(m, 0, sizeof *m);
     m->borrow = borrow;
 }
 
-/* find returns the slot holding key, or the slot where it would go. */
+/*
+ * find returns the slot holding key, or the slot where it would go: the
+ * first tombstone passed, reused, else the empty slot that ended the
+ * search. The search must still run on past a tombstone, as the key may
+ * lie further on. It always ends: put keeps used slots, tombstones
+ * included, under 70%, so an empty slot exists.
+ */
 static size_t find(const kop__map *m, const char *key, uint64_t h, bool *found)
 {
     size_t mask = m->cap - 1, i = (size_t)h & mask, first_free = SIZE_MAX;
@@ -92,14 +108,18 @@ static kop_err rehash(kop__map *m, size_t cap)
         kop__map_slot *s = &old.slots[i];
         if (!s->key || s->key == TOMBSTONE)
             continue;
-        bool found;
+        bool found; /* never: the new table has no duplicates, no tombstones */
         m->slots[find(m, s->key, s->hash, &found)] = *s;
     }
     free(old.slots);
     return KOP_OK;
 }
 
-/* grow makes room: live keys under half of the new table. */
+/*
+ * grow makes room: live keys under half of the new table. After many
+ * removals the live keys may fit as they are, and the "growth" is a rehash
+ * at the same size that only sweeps the tombstones out.
+ */
 static kop_err grow(kop__map *m)
 {
     size_t cap = m->cap ? m->cap : MIN_CAP;
@@ -112,7 +132,7 @@ void *kop__map_get(const kop__map *m, const char *key)
 {
     bool found = false;
     if (m->len == 0)
-        return NULL;
+        return NULL; /* maybe no table at all: find would index NULL */
     size_t i = find(m, key, kop__hash(key), &found);
     return found ? m->slots[i].value : NULL;
 }
@@ -131,6 +151,8 @@ kop_err kop__map_put(kop__map *m, const char *key, void *value, void **old_out)
     uint64_t h = kop__hash(key);
     if (old_out)
         *old_out = NULL;
+    /* Grown before the lookup, so the slot find returns is in the table the
+     * key goes in; counted with tombstones, so probes stay short. */
     if ((m->used + 1) * 10 > m->cap * 7) {
         kop_err err = grow(m);
         if (err)
@@ -144,11 +166,12 @@ kop_err kop__map_put(kop__map *m, const char *key, void *value, void **old_out)
         s->value = value;
         return KOP_OK;
     }
+    /* A borrowed key is the caller's record's own: it lives as long as the entry. */
     char *copy = m->borrow ? (char *)key : strdup(key);
     if (!copy)
         return KOP_ENOMEM;
     if (s->key != TOMBSTONE)
-        m->used++;
+        m->used++; /* a reused tombstone was counted when first filled */
     *s = (kop__map_slot){.key = copy, .hash = h, .value = value};
     m->len++;
     return KOP_OK;
@@ -166,12 +189,15 @@ void *kop__map_remove(kop__map *m, const char *key)
     void *value = s->value;
     if (!m->borrow)
         free(s->key);
-    s->key = TOMBSTONE;
+    s->key = TOMBSTONE; /* used stays: the slot still lengthens probes */
     s->value = NULL;
     m->len--;
     return value;
 }
 
+/* Only on request, not inside remove: the owner knows when a removal may
+ * have left the table mostly empty (the store, the queue), and the maps
+ * that stay small (an index value's key set) never pay for the check. */
 void kop__map_shrink(kop__map *m)
 {
     size_t cap = m->cap;
@@ -181,6 +207,11 @@ void kop__map_shrink(kop__map *m)
         (void)rehash(m, cap); /* on failure the table just stays larger */
 }
 
+/*
+ * Iteration goes by slot position: the caller may remove the key it was
+ * just given (the slot becomes a tombstone, nothing moves), but a put may
+ * rehash and reorder every slot.
+ */
 bool kop__map_next(const kop__map *m, size_t *pos, const char **key, void **value)
 {
     for (; *pos < m->cap; (*pos)++) {
