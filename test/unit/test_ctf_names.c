@@ -4,7 +4,8 @@
  * with Python's hashlib, each case says how), valid, distinct and stable
  * over many inputs that sanitize or truncate alike, refused when an input
  * is missing or the buffer is short; and the Ingress host of an exposure,
- * cut to a DNS label with a hash when too long.
+ * cut to a DNS label with a hash when too long; and the name of the
+ * Challenge the API creates for a team, deterministic and never shared.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -125,6 +126,26 @@ static void test_ingress_host(void **state)
                      KOP_EINVAL);
 }
 
+/* The name of the Challenge the API creates for a team. */
+static void test_instance_name(void **state)
+{
+    (void)state;
+    char a[64], b[64], c[64];
+    assert_int_equal(ctf_challenge_name("team-a", "web", a, sizeof a), KOP_OK);
+    assert_int_equal(ctf_challenge_name("team-a", "web", b, sizeof b), KOP_OK);
+    assert_string_equal(a, b); /* deterministic */
+    assert_true(kop_meta_is_valid_dns1123_label(a));
+    /* "web-team" + "a" must not meet "web" + "team-a". */
+    assert_int_equal(ctf_challenge_name("a", "web-team", c, sizeof c), KOP_OK);
+    assert_string_not_equal(a, c);
+    /* A long challenge name still gives a label. */
+    char longname[254];
+    memset(longname, 'x', 253);
+    longname[253] = '\0';
+    assert_int_equal(ctf_challenge_name("team-a", longname, c, sizeof c), KOP_OK);
+    assert_true(kop_meta_is_valid_dns1123_label(c));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -132,6 +153,7 @@ int main(void)
         cmocka_unit_test(test_namespace_distinct),
         cmocka_unit_test(test_namespace_invalid),
         cmocka_unit_test(test_ingress_host),
+        cmocka_unit_test(test_instance_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
