@@ -1,9 +1,10 @@
 /*
  * ctf_definitions.h - what the tests of the CTF core's instance builder share
  * (test_ctf_names.c, test_ctf_definition.c, test_ctf_flag.c, test_ctf_pod.c,
- * test_ctf_instance.c): three sample ChallengeDefinitions, a Challenge, the
- * two exposure configurations, and helpers to build an instance's children
- * and look into them. Include after <cmocka.h>.
+ * test_ctf_instance.c, test_ctf_instance_warm.c, test_ctf_pool.c): sample
+ * ChallengeDefinitions (three, and two with a warm pool), a Challenge, the two
+ * exposure configurations, and helpers to build an instance's children and
+ * look into them. Include after <cmocka.h>.
  *
  * Fixtures are JSON written with single quotes (parse() in ctf_fixture.h
  * turns them into double quotes) so that the definitions read as they would
@@ -87,6 +88,32 @@ static const char CHAL[] =
     "{'apiVersion':'ctf.kopc.io/v1alpha1','kind':'Challenge',"
     "'metadata':{'name':'shop-team1','namespace':'ctf','uid':'uid-123'},"
     "'spec':{'definition':'shop','team':'team1'}}";
+
+/* A dynamic flag, HTTP, and a template that sets a FLAG of its own. */
+static const char DEF_WEB[] =
+    "{'apiVersion':'ctf.kopc.io/v1alpha1','kind':'ChallengeDefinition',"
+    "'metadata':{'name':'web','namespace':'ctf'},"
+    "'spec':{'title':'Web','pods':[{'name':'web','template':{'containers':[{"
+    "'name':'web','image':'registry.example/web:1','ports':[{'containerPort':8080}],"
+    "'env':[{'name':'FLAG','value':'not-the-flag'}]}]}}],"
+    "'expose':[{'name':'web','pod':'web','port':8080,'type':'HTTP'}],"
+    "'flag':{'dynamic':{'secretRef':{'name':'ctf-flag-key'}}},"
+    "'pool':{'min':2,'max':6,'autoscale':true}}}";
+
+/* A static flag, TCP. */
+static const char DEF_NC[] =
+    "{'apiVersion':'ctf.kopc.io/v1alpha1','kind':'ChallengeDefinition',"
+    "'metadata':{'name':'nc','namespace':'ctf'},"
+    "'spec':{'title':'nc','pods':[{'name':'app','template':{'containers':[{"
+    "'name':'app','image':'registry.example/nc:1','ports':[{'containerPort':1337}]}]}}],"
+    "'expose':[{'name':'nc','pod':'app','port':1337,'type':'TCP'}],"
+    "'flag':{'static':'flag{same_for_all}'},'pool':{'min':3}}}";
+
+static const char CHAL_WEB[] = "{'metadata':{'name':'web-team1','namespace':'ctf','uid':'uid-1'},"
+                               "'spec':{'definition':'web','team':'team1'}}";
+
+/* The identifier of the warm instance in the pool tests. */
+static const char ID[] = "0123456789";
 
 static const ctf_config NODEPORT_CFG = {.node_address = "10.0.0.5"};
 static const ctf_config INGRESS_CFG = {.ingress_domain = "ctf.example.com",

@@ -5,7 +5,8 @@
  * over many inputs that sanitize or truncate alike, refused when an input
  * is missing or the buffer is short; and the Ingress host of an exposure,
  * cut to a DNS label with a hash when too long; and the name of the
- * Challenge the API creates for a team, deterministic and never shared.
+ * Challenge the API creates for a team, deterministic and never shared; and
+ * a warm instance's namespace.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -146,6 +147,27 @@ static void test_instance_name(void **state)
     assert_true(kop_meta_is_valid_dns1123_label(c));
 }
 
+/* A warm instance's namespace: the team's rule with "pool:<id>" for the team. */
+static void test_pool_namespace(void **state)
+{
+    (void)state;
+    char ns[CTF_NAMESPACE_SIZE], same[CTF_NAMESPACE_SIZE];
+    /* python3 -c 'import hashlib; print(hashlib.sha256(
+     *   "ctf\0web\0pool:0123456789\0".encode()).hexdigest()[:12])' */
+    assert_int_equal(ctf_pool_namespace("ctf", "web", ID, ns, sizeof ns), KOP_OK);
+    assert_string_equal(ns, "ctf-web-28de6c9ef70b");
+    assert_int_equal(ctf_instance_namespace("ctf", "web", "pool:0123456789", same, sizeof same),
+                     KOP_OK);
+    assert_string_equal(ns, same);
+    static const char *const bad[] = {"012345678", "01234567890", "ABCDEF0123", "01234567zz", ""};
+    for (size_t i = 0; i < LEN(bad); i++) {
+        assert_int_equal(ctf_pool_namespace("ctf", "web", bad[i], ns, sizeof ns), KOP_EINVAL);
+        assert_string_equal(ns, "");
+    }
+    assert_int_equal(ctf_pool_namespace("ctf", "web", NULL, ns, sizeof ns), KOP_EINVAL);
+    assert_int_equal(ctf_pool_namespace("ctf", "web", ID, ns, 8), KOP_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -154,6 +176,7 @@ int main(void)
         cmocka_unit_test(test_namespace_invalid),
         cmocka_unit_test(test_ingress_host),
         cmocka_unit_test(test_instance_name),
+        cmocka_unit_test(test_pool_namespace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,8 @@
  * ctf/core/pod.c): the hardening of pods and containers, seen in built
  * instances and on ctf_harden_pod_spec alone (exact, idempotent, the flag
  * delivered once), and the default readiness probes on the exposed or first
- * declared port, a definition's own probe kept.
+ * declared port, a definition's own probe kept; and the flag delivered by
+ * file only, as to a warm instance.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -216,12 +217,31 @@ static void test_default_probes(void **state)
     json_decref(def);
 }
 
+/* ctf_harden_pod_spec with the flag by file only. */
+static void test_harden_file_only(void **state)
+{
+    (void)state;
+    json_t *spec = parse("{'containers':[{'name':'a','image':'x',"
+                         "'env':[{'name':'FLAG','value':'mine'},{'name':'K','value':'v'}]}]}");
+    assert_int_equal(ctf_harden_pod_spec(spec, NULL, CTF_FLAG_FILE), KOP_OK);
+    json_t *c = json_array_get(json_object_get(spec, "containers"), 0);
+    assert_int_equal(json_array_size(json_object_get(c, "env")), 1);
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(json_object_get(c, "env"), 0), "name")),
+        "K");
+    json_t *m = json_array_get(json_object_get(c, "volumeMounts"), 0);
+    assert_string_equal(json_string_value(json_object_get(m, "mountPath")), CTF_FLAG_MOUNT_PATH);
+    assert_int_equal(json_array_size(json_object_get(spec, "volumes")), 1);
+    json_decref(spec);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hardening),
         cmocka_unit_test(test_harden_exact),
         cmocka_unit_test(test_default_probes),
+        cmocka_unit_test(test_harden_file_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
