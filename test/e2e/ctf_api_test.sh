@@ -3,7 +3,8 @@
 # on a real devcluster. This script sets up the cluster (CRDs, namespaces,
 # the token Secrets, five ChallengeDefinitions: one with a static flag, one
 # whose image cannot be pulled) and runs the operator with its API on a free
-# port; ctf_api_test.py then drives
+# port; ctf_api_test.py (its scenarios in ctf_api/, one module per route
+# group) then drives
 # every route and every error code, checking each answer against
 # operators/ctf/web/openapi.json and the cluster with kubectl:
 #   - the OpenAPI document is served verbatim and covers every route;

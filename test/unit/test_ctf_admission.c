@@ -9,9 +9,13 @@
  * Challenge of a pooled definition takes a warm slot only by claiming it,
  * and one that claims none is admitted fresh against the total, warm ones
  * included; the namespaces' cache events count the warm instances that
- * exist. The counts' invariant is checked by KOP_ASSERT in debug
+ * exist. A pool pass's warm starts racing fresh admissions (issue 27, item
+ * 8): each start is reserved as it is made, so the two together never grant
+ * more than --max-instances. The counts' invariant is checked by KOP_ASSERT in debug
  * builds (this test is built with KOP_DEBUG), so a miscount aborts.
  */
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -363,6 +367,79 @@ static void test_cache_events(void **state)
     ctf_admission_free(a);
 }
 
+/* ---- warm starts racing admissions ---------------------------------------------- */
+
+#define RACE_CAP      10
+#define RACE_WANT     10 /* the pool's target: the whole cap */
+#define RACE_ADMITTER 4
+#define RACE_EACH     5 /* Challenges each admitter brings: 20 in all */
+
+struct race {
+    ctf_admission *a;
+    int id;
+    int granted;
+};
+
+/* pool_pass starts warm instances as controller/pool.c's start_warm does: one reservation per start. */
+static void *pool_pass(void *arg)
+{
+    struct race *r = arg;
+    char ns[32];
+    for (int i = 0; i < RACE_WANT; i++) {
+        snprintf(ns, sizeof ns, "ctf-warm-pool-%02d", i);
+        if (!ctf_admission_reserve_warm(r->a, "ctf/warm", ns))
+            break;
+        r->granted++;
+        sched_yield(); /* the create's round trip, during which admissions go on */
+    }
+    return NULL;
+}
+
+/* admitter admits fresh Challenges of its own teams, as the reconciler does. */
+static void *admitter(void *arg)
+{
+    struct race *r = arg;
+    char uid[32], msg[256];
+    for (int i = 0; i < RACE_EACH; i++) {
+        snprintf(uid, sizeof uid, "u%d-%d", r->id, i);
+        json_t *c = json_pack("{s:{s:s, s:s, s:s}, s:{s:s, s:s}}", "metadata", "name", uid,
+                              "namespace", "ctf", "uid", uid, "spec", "team", uid, "definition",
+                              "web");
+        if (ctf_admission_admit(r->a, c, NULL, msg, sizeof msg) == CTF_ADMIT_OK)
+            r->granted++;
+        json_decref(c);
+        sched_yield();
+    }
+    return NULL;
+}
+
+static void test_warm_starts_race_admissions(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 200; round++) {
+        ctf_admission *a = NULL;
+        pthread_t t[RACE_ADMITTER + 1];
+        struct race r[RACE_ADMITTER + 1];
+        assert_int_equal(ctf_admission_new(3, RACE_CAP, &a), KOP_OK);
+        for (int i = 0; i <= RACE_ADMITTER; i++) {
+            r[i] = (struct race){a, i, 0};
+            assert_int_equal(pthread_create(&t[i], NULL, i ? admitter : pool_pass, &r[i]), 0);
+        }
+        int granted = 0;
+        for (int i = 0; i <= RACE_ADMITTER; i++) {
+            assert_int_equal(pthread_join(t[i], NULL), 0);
+            granted += r[i].granted;
+        }
+        /* Demand (10 warm + 20 fresh) exceeds the cap: exactly the cap is granted. */
+        assert_int_equal(granted, RACE_CAP);
+        assert_int_equal(ctf_admission_warm(a, NULL) + ctf_admission_count(a, NULL, NULL),
+                         RACE_CAP);
+        assert_int_equal(ctf_admission_warm(a, NULL), r[0].granted);
+        assert_int_equal(ctf_admission_room(a), 0);
+        ctf_admission_free(a);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -370,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_warm_reserved), cmocka_unit_test(test_pooled_fallback),
         cmocka_unit_test(test_claim_slots),   cmocka_unit_test(test_namespace_events),
         cmocka_unit_test(test_bad_challenge), cmocka_unit_test(test_cache_events),
+        cmocka_unit_test(test_warm_starts_race_admissions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
