@@ -470,6 +470,13 @@ func startAPIServer(ctx context.Context, o options, st state, p pki, plan *netpl
 		"--profiling=false",
 		"--event-ttl=1h",
 		"--enable-admission-plugins=NodeRestriction",
+		// On stop, drain the requests in flight (writes included), then give
+		// the HTTP server 2 s rather than the request timeout (60 s): open
+		// watches (a test's informers, an operator left running) otherwise
+		// held every stop for run's 30 s bound. Requests arriving while the
+		// server drains get 429 with Retry-After instead of a refused
+		// connection.
+		"--shutdown-send-retry-after=true",
 	}
 	if plan == nil {
 		// The "kubernetes" Service cannot have a loopback endpoint (Endpoints
