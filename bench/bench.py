@@ -58,7 +58,8 @@ import streams  # bench/streams.py: the event streams held while instances are r
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "build", "bin")
 PEERS = os.path.join(ROOT, "build", "bench")
-VENV = os.path.join(ROOT, "build", "bench-venv")
+# The venv of kopf and matplotlib: run.sh names it (build/bench-venv, or a cache's).
+VENV = os.path.abspath(os.environ.get("BENCH_VENV") or os.path.join(ROOT, "build", "bench-venv"))
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
