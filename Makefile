@@ -146,14 +146,18 @@ fuzz: deps
 test-unit: build build-asan
 	ctest --test-dir $(CMAKE_DIR) -L unit --output-on-failure
 	@echo "make: unit tests again under ASan + UBSan"
-	ctest --test-dir $(ASAN_DIR) --output-on-failure
+	ctest --test-dir $(ASAN_DIR) -j $(JOBS) --output-on-failure
 
 test-e2e: build devcluster page-deps
 	ctest --test-dir $(CMAKE_DIR) -L 'integration|e2e' --output-on-failure
 
+# The sanitizer stage runs JOBS tests at once: its nine fuzz targets are each
+# bounded by time (KOP_FUZZ_SECONDS), so side by side they take half the wall
+# time for the same seconds each. Cluster tests are RUN_SERIAL (test/CMakeLists.txt)
+# and still run alone.
 test: deps devcluster build build-asan page-deps
 	@echo "make: sanitizer build (ASan + UBSan): unit tests and bounded fuzz runs"
-	ctest --test-dir $(ASAN_DIR) --output-on-failure
+	ctest --test-dir $(ASAN_DIR) -j $(JOBS) --output-on-failure
 	@echo "make: regular build: unit, integration and e2e tests"
 	ctest --test-dir $(CMAKE_DIR) --output-on-failure
 

@@ -64,7 +64,8 @@ import streams  # bench/streams.py: the event streams held while instances are r
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "build", "bin")
 PEERS = os.path.join(ROOT, "build", "bench")
-VENV = os.path.join(ROOT, "build", "bench-venv")
+# The venv of kopf and matplotlib: run.sh names it (build/bench-venv, or a cache's).
+VENV = os.path.abspath(os.environ.get("BENCH_VENV") or os.path.join(ROOT, "build", "bench-venv"))
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
@@ -183,8 +184,84 @@ class Cluster:
                     "--request-timeout=60s", *args], input=stdin)
 
     def stop(self):
+        if getattr(self, "spares", None):  # quick mode: the stop goes on behind the next measurement
+            self.spares.retire(self)
+            return
         subprocess.run([os.path.join(BIN, "devcluster"), "stop", "--dir", self.dir],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+class Spares:
+    """Spares, in the quick mode only, starts the next measurement's cluster
+    (and runs its workload's setup) in the background while the current
+    measurement runs, and stops used clusters in the background: a smoke run
+    checks that every measurement works, never how fast, so it need not wait
+    for start-ups and stops (about 7 s a measurement). Every measurement
+    still gets a fresh cluster nobody used before; a spare that does not fit
+    the next measurement (another workload, N or node count) is stopped
+    unused. The full run never uses it: there nothing else runs beside a
+    measurement."""
+
+    def __init__(self, root):
+        self.root, self.seq = root, 0
+        self.thread, self.key, self.ready, self.stopping = None, None, None, []
+        self.remaining = 0  # measurements left in the cell after the current one
+
+    def _collect(self):
+        """The spare being made, once made (None when its start failed)."""
+        if self.thread is None:
+            return None
+        self.thread.join()
+        self.thread, c, self.ready = None, self.ready, None
+        return c
+
+    def take(self, key):
+        """A ready cluster for key (workload, N, pods per object), or None."""
+        c = self._collect()
+        if c is not None and self.key != key:
+            self.retire(c)
+            c = None
+        return c
+
+    def prepare(self, key):
+        """Start making a spare for key in the background."""
+        self.seq += 1
+        d = os.path.join(self.root, f"spare-{self.seq}")
+        workload, n, per_object = key
+
+        def make():
+            subprocess.run(["rm", "-rf", d])
+            try:
+                c = Cluster(d, WORKLOADS[workload]["nodes"](n * per_object),
+                            WORKLOADS[workload].get("real_nodes", 0))
+            except Exception as e:  # the measurement starts its own instead
+                log(f"  a spare cluster did not start: {e}")
+                return
+            try:
+                WORKLOADS[workload]["setup"](c, n)
+            except Exception as e:
+                log(f"  a spare cluster's setup failed: {e}")
+                self.retire(c)
+                return
+            self.ready = c
+        self.key = key
+        self.thread = threading.Thread(target=make, daemon=True)
+        self.thread.start()
+
+    def retire(self, c):
+        """Stop c in the background."""
+        self.stopping.append(subprocess.Popen(
+            [os.path.join(BIN, "devcluster"), "stop", "--dir", c.dir],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+    def close(self):
+        """Stop the spare, if any, and wait for every stop."""
+        c = self._collect()
+        if c is not None:
+            self.retire(c)
+        for p in self.stopping:
+            p.wait()
+        self.stopping = []
 
 
 class Kube:
@@ -416,15 +493,16 @@ def requests_of(text):
     return by or None
 
 
-def start_measured(op, c, out, n, extra=()):
+def start_measured(op, c, out, n, settle_s=2, extra=()):
     """start_measured starts op on cluster c with a sampler, waits until it is
-    ready and start-up work settled; returns (pid, sampler, ready time).
-    extra: more arguments for the operator."""
+    ready and its start-up work settled (settle_s: 0 in the quick mode, which
+    times nothing); returns (pid, sampler, ready time). extra: more arguments
+    for the operator."""
     pid = op.start(c, os.path.join(out, "operator.log"), n, extra)
     sampler = Sampler(os.path.join(out, "samples.csv"), pid, c.pid, op.t_start)
     sampler.start()
     t_ready = op.wait_ready()
-    time.sleep(2)  # let start-up work settle before the load
+    time.sleep(settle_s)  # let start-up work settle before the load
     return pid, sampler, t_ready
 
 
@@ -553,6 +631,16 @@ WORKLOADS = {
 
 
 BURST_MS = 10000  # the burst scenario: N teams press Create within 10 s
+# The quick mode (make test's e2e_bench_smoke) checks that every team is
+# served, never how fast: its bursts and renewals are paced over 2 s instead
+# of 10 (still spread, through the same code), and it does not idle before
+# a measurement. The full run is unchanged.
+QUICK_SPREAD_MS = 2000
+
+
+def burst_ms(args):
+    """How long a burst of this run is paced over, in ms."""
+    return QUICK_SPREAD_MS if args.quick else BURST_MS
 EXPIRY_SPREAD_S = 60  # mass expiry: N instances expire within one minute
 EXPIRY_LEAD_S = 15    # the first expiry this long after the expiry times are set
 # The phases whose objects are created by the operator's API at a team's
@@ -579,11 +667,19 @@ def loader(cluster, workload, n, mode, out, threads, t0=None, timeout=1800, extr
 
 
 def fresh_cluster(args, workload, n, tag, pods_per_object=1):
-    d = os.path.join(args.clusters, tag)
-    subprocess.run(["rm", "-rf", d])
-    c = Cluster(d, WORKLOADS[workload]["nodes"](n * pods_per_object),
-                WORKLOADS[workload].get("real_nodes", 0))
-    WORKLOADS[workload]["setup"](c, n)
+    spares = getattr(args, "spares", None)  # the quick mode's (Spares)
+    key = (workload, n, pods_per_object)
+    c = spares.take(key) if spares else None
+    if c is None:
+        d = os.path.join(args.clusters, tag)
+        subprocess.run(["rm", "-rf", d])
+        c = Cluster(d, WORKLOADS[workload]["nodes"](n * pods_per_object),
+                    WORKLOADS[workload].get("real_nodes", 0))
+        WORKLOADS[workload]["setup"](c, n)
+    if spares:
+        c.spares = spares
+        if spares.remaining > 0:
+            spares.prepare(key)  # the next measurement's, most likely alike
     return c
 
 
@@ -686,7 +782,7 @@ def measure_warm(args, op, workload, n, out):
     os.makedirs(out, exist_ok=True)
     c = fresh_cluster(args, workload, n, "warm")
     try:
-        pid, sampler, t_ready = start_measured(op, c, out, n)
+        pid, sampler, t_ready = start_measured(op, c, out, n, 0 if args.quick else 2)
         quiet_gate(args)
         writes = ApiWrites(c, workload)
         cpu0, dc0 = proc_cpu(pid), proc_cpu(c.pid)
@@ -713,7 +809,8 @@ def measure_warm(args, op, workload, n, out):
                 s["api"] = measure_api(op, out, min(n, MAX_TOKEN_TEAMS))
         if workload == "challenges" and op.name == "kopc":
             s["streams"] = streams.measure(pid, op.api_port, team_token,  # each team its own
-                                           min(n, streams.MAX_STREAMS), out)
+                                           min(n, streams.MAX_STREAMS), out,
+                                           spread_ms=QUICK_SPREAD_MS if args.quick else streams.RENEW_MS)
         op.stop()
         sampler.stop()
         if reconciles is None and op.name == "kopf":
@@ -749,12 +846,12 @@ def measure_burst(args, op, workload, n, out):
     os.makedirs(out, exist_ok=True)
     c = fresh_cluster(args, workload, n, "burst")
     try:
-        pid, sampler, _ = start_measured(op, c, out, n)
+        pid, sampler, _ = start_measured(op, c, out, n, 0 if args.quick else 2)
         quiet_gate(args)
         writes = ApiWrites(c, workload)
         cpu0 = proc_cpu(pid)
         s = loader(c, workload, n, "api", out, args.threads,
-                   extra=("--spread-ms", str(BURST_MS), "--api", f"http://127.0.0.1:{op.api_port}",
+                   extra=("--spread-ms", str(burst_ms(args)), "--api", f"http://127.0.0.1:{op.api_port}",
                           "--api-token", ADMIN_TOKEN))
         s["cpu_s"] = proc_cpu(pid) - cpu0
         s.update(writes.done(0))
@@ -790,7 +887,7 @@ def measure_claims(args, op, workload, n, out, pooled):
     # Room for the warm pods and the fresh ones a refill or a miss makes.
     c = fresh_cluster(args, workload, n, "claims", pods_per_object=2 if pooled else 1)
     try:
-        pid, sampler, _ = start_measured(op, c, out, n)
+        pid, sampler, _ = start_measured(op, c, out, n, 0 if args.quick else 2)
         warmup_s = None
         if pooled:
             c.kubectl("-n", "ctf", "patch", "chaldef", "bench", "--type", "merge",
@@ -800,7 +897,8 @@ def measure_claims(args, op, workload, n, out, pooled):
         quiet_gate(args)
         writes = ApiWrites(c, workload)
         cpu0 = proc_cpu(pid)
-        s = pool.measure(op.api_port, team_token, n, "bench", out)  # each team its own token
+        s = pool.measure(op.api_port, team_token, n, "bench", out,  # each team its own token
+                         spread_ms=burst_ms(args))
         s.update(writes.done(0))
         claimed = c.kubectl("get", "ns", "-l", "ctf.kopc.io/pool,ctf.kopc.io/challenge", "-o", "name")
         s.update({"pool": n if pooled else 0, "pool_warmup_s": warmup_s,
@@ -830,7 +928,7 @@ def measure_realflag(args, op, workload, n, out, pooled):
     os.makedirs(out, exist_ok=True)
     c = fresh_cluster(args, workload, n, "realflag")
     try:
-        pid, sampler, _ = start_measured(op, c, out, n, ("--node-address", c.node_ip))
+        pid, sampler, _ = start_measured(op, c, out, n, extra=("--node-address", c.node_ip))
         warmup_s = None
         if pooled:
             c.kubectl("-n", "ctf", "patch", "chaldef", "realflag", "--type", "merge",
@@ -950,10 +1048,10 @@ def instance_namespaces(kube):
 
 def expiry_schedule(n, quick):
     """When instance i expires: whole seconds (expiresAt's resolution), the
-    N spread over EXPIRY_SPREAD_S (5 s in the quick mode), the first
+    N spread over EXPIRY_SPREAD_S (QUICK_SPREAD_MS in the quick mode), the first
     EXPIRY_LEAD_S (3 s) from now."""
     import math
-    spread, lead = (5, 3) if quick else (EXPIRY_SPREAD_S, EXPIRY_LEAD_S)
+    spread, lead = (QUICK_SPREAD_MS // 1000, 3) if quick else (EXPIRY_SPREAD_S, EXPIRY_LEAD_S)
     base = math.ceil(time.time() + lead)
     return [base + math.ceil(spread * i / n) for i in range(n)]
 
@@ -997,7 +1095,7 @@ def measure_expiry(args, op, workload, n, out):
     os.makedirs(out, exist_ok=True)
     c = fresh_cluster(args, workload, n, "expiry")
     try:
-        pid, sampler, _ = start_measured(op, c, out, n)
+        pid, sampler, _ = start_measured(op, c, out, n, 0 if args.quick else 2)
         pre = loader(c, workload, n, "operator", out, args.threads)  # unmeasured: the instances
         if pre["done"] != n:
             raise RuntimeError(f"expiry: {pre['done']} of {n} instances Running before it")
@@ -1277,14 +1375,14 @@ def plan(args, ops, workload, n, phases, only_ops):
             lim.append(("limit", lambda out: measure_limit(args, workload, n, out), None))
         if workload == "challenges" and "burst" in phases:
             lim.append(("burst", lambda out: measure_limit(
-                args, workload, n, out, ("--spread-ms", str(BURST_MS)), "burst"), None))
+                args, workload, n, out, ("--spread-ms", str(burst_ms(args))), "burst"), None))
     elif workload == "teams" and "claims" in phases:
         # The same arrival rate: N creates paced over 10 s, the loader doing
         # an instance's writes (no pool) or a claim's (a warm namespace).
         lim.append(("claims-fresh", lambda out: measure_limit(
-            args, workload, n, out, ("--spread-ms", str(BURST_MS)), "claims-fresh"), None))
+            args, workload, n, out, ("--spread-ms", str(burst_ms(args))), "claims-fresh"), None))
         lim.append(("claims-pool", lambda out: measure_limit(
-            args, workload, n, out, ("--spread-ms", str(BURST_MS), "--claim", "1"),
+            args, workload, n, out, ("--spread-ms", str(burst_ms(args)), "--claim", "1"),
             "claims-pool"), None))
     elif workload == "expiry" and "expiry" in phases:
         lim.append(("expiry", lambda out: measure_limit_expiry(args, workload, n, out), None))
@@ -1379,6 +1477,10 @@ def main():
         args.settle = 3 if args.quick else 10
     os.makedirs(args.out, exist_ok=True)
     args.clusters = os.path.join(args.out, "clusters")
+    args.spares = Spares(args.clusters) if args.quick else None
+    if args.spares:
+        import atexit
+        atexit.register(args.spares.close)  # no spare outlives the run, however it ends
     only = [x for x in args.only.split(",") if x]
 
     vers = versions()
@@ -1424,11 +1526,18 @@ def main():
                 shift = (trial - 1) % k
                 rotated = units[shift:] + units[:shift]
                 results["order"][tag][str(trial)] = [name for name, _ in rotated]
+                left = sum(len(steps) for _, steps in rotated)
                 for pos, (name, steps) in enumerate(rotated, 1):
                     for phase, fn, label in steps:
+                        left -= 1
+                        if args.spares:
+                            args.spares.remaining = left + (trials - trial) * sum(
+                                len(st) for _, st in rotated)
                         out = os.path.join(tdir, "limit" if phase == "limit" else f"{name}-{phase}")
                         measure(args, results, workload, n, trial, name, phase,
                                 lambda: fn(out), label, order=pos)
+            if args.spares:
+                args.spares.close()
             subprocess.run(["rm", "-rf", args.clusters])
     results["load_after"] = os.getloadavg()
     results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())

@@ -46,24 +46,25 @@ async def _put(host, port, token, i, definition, sem):
                                  ok=(200, 201))
 
 
-async def _measure(host, port, token, n, definition):
+async def _measure(host, port, token, n, definition, spread_ms):
     ss, tasks = await streams.open_streams(RunningStream, host, port, token, n)
     sent, lat = await streams.send_and_time(
         ss, tasks, lambda i, sem: _put(host, port, token, i, definition, sem),
-        BURST_MS, PUT_CONCURRENCY, DEADLINE_S)
+        spread_ms, PUT_CONCURRENCY, DEADLINE_S)
     return {"teams": n, "accepted": sum(1 for x in sent if x is not None), "done": len(lat),
             "claim_ms": streams.spread(lat),
             "within_250ms": sum(1 for x in lat if x <= 250),
             "within_1s": sum(1 for x in lat if x <= 1000)}
 
 
-def measure(api_port, token, n, definition, out):
-    """Run the burst against the API on api_port; the figures as a dict (also
-    written to out/claims.json)."""
+def measure(api_port, token, n, definition, out, spread_ms=BURST_MS):
+    """Run the burst against the API on api_port, the PUTs paced over
+    spread_ms (BURST_MS; shorter in bench.py's quick mode); the figures as a
+    dict (also written to out/claims.json)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < 2 * n + 256:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 2 * n + 1024), hard))
-    res = asyncio.run(_measure("127.0.0.1", api_port, token, n, definition))
+    res = asyncio.run(_measure("127.0.0.1", api_port, token, n, definition, spread_ms))
     with open(os.path.join(out, "claims.json"), "w") as f:
         json.dump(res, f, indent=1)
     return res

@@ -42,9 +42,20 @@ for p in flightticket-go challenge-go; do
 done
 
 # The venv: kopf (the Python peer) and matplotlib (the plot), pinned.
-venv=build/bench-venv
+# BENCH_VENV_CACHE (a directory; bench/smoke_test.sh sets it) keeps it
+# outside the tree, one per requirements stamp, so a fresh clone on a warm
+# machine does not install it again, as Go's caches spare the rebuilds;
+# a lock lets two runs share it.
 reqs=(bench/peers/flightticket-kopf/requirements.txt bench/requirements.txt)
 stamp=$(cat "${reqs[@]}" | sha256sum | cut -c1-16)
+venv=build/bench-venv
+if [ -n "${BENCH_VENV_CACHE:-}" ]; then
+    mkdir -p "$BENCH_VENV_CACHE"
+    venv=$BENCH_VENV_CACHE/bench-venv-$stamp
+    exec 8>"$venv.lock"
+    flock 8
+fi
+export BENCH_VENV=$venv
 if [ "$(cat "$venv/.stamp" 2>/dev/null)" != "$stamp" ]; then
     echo "bench: installing kopf and matplotlib into $venv"
     python3 -m venv "$venv" 2>/dev/null || {
@@ -55,6 +66,7 @@ if [ "$(cat "$venv/.stamp" 2>/dev/null)" != "$stamp" ]; then
     "$venv/bin/pip" install -q --disable-pip-version-check "${reqs[@]/#/-r}"
     echo "$stamp" >"$venv/.stamp"
 fi
+[ -z "${BENCH_VENV_CACHE:-}" ] || exec 8>&-
 
 # wrk and nginx for the API read path: only the full run measures it.
 if [ "$quick" = 0 ] || [ "$quick" = "" ]; then

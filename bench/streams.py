@@ -224,7 +224,7 @@ async def send_and_time(ss, tasks, send, spread_ms, concurrency, deadline_s):
     return sent, lat
 
 
-async def _measure(pid, host, port, token, n):
+async def _measure(pid, host, port, token, n, spread_ms):
     before = _proc(pid)
     streams, tasks = await open_streams(Stream, host, port, token, n)
     await asyncio.sleep(2)  # the operator settles (parked streams, freed request buffers)
@@ -232,7 +232,7 @@ async def _measure(pid, host, port, token, n):
     answered = {}
     sent, lat = await send_and_time(streams, tasks,
                                     lambda i, sem: _renew(host, port, token, i, sem, answered),
-                                    RENEW_MS, RENEW_CONCURRENCY, DEADLINE_S)
+                                    spread_ms, RENEW_CONCURRENCY, DEADLINE_S)
     # The delivery in two parts: sent -> the API's answer (its GET and PATCH at
     # the apiserver), and answer -> the stream shows it (watch event, fan-out, client).
     answer = [(answered[i] - t) * 1000 for i, t in enumerate(sent) if t is not None]
@@ -255,13 +255,14 @@ async def _measure(pid, host, port, token, n):
     }
 
 
-def measure(pid, api_port, token, n, out):
-    """Hold n streams against the operator pid's API on api_port; the
-    figures as a dict (also written to out/streams.json)."""
+def measure(pid, api_port, token, n, out, spread_ms=RENEW_MS):
+    """Hold n streams against the operator pid's API on api_port, the
+    renewals paced over spread_ms (RENEW_MS; shorter in bench.py's quick
+    mode); the figures as a dict (also written to out/streams.json)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < n + 256:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1024), hard))
-    res = asyncio.run(_measure(pid, "127.0.0.1", api_port, token, n))
+    res = asyncio.run(_measure(pid, "127.0.0.1", api_port, token, n, spread_ms))
     with open(os.path.join(out, "streams.json"), "w") as f:
         json.dump(res, f, indent=1)
     return res

@@ -8,7 +8,8 @@
 # file's path and bytes, so the archive's own bytes do not matter) must be
 # CTFD_TREE_SHA256, or the script fails: a test never runs an unknown CTFd.
 # DIR/venv is a Python virtual environment with CTFd's requirements.txt,
-# installed from PyPI once and kept while requirements.txt is unchanged.
+# installed from PyPI once and kept while requirements.txt is unchanged
+# (in CTFD_VENV_CACHE, when set, shared by every checkout: DIR/venv links there).
 # The plugin (integrations/ctfd/kopc_ctfd) is linked into CTFd/plugins, as
 # docs/ctfd.md tells an organizer to copy it.
 #
@@ -62,14 +63,31 @@ if [ "$(cat "$TREE/.kopc-tree-sha256" 2>/dev/null)" != "$CTFD_TREE_SHA256" ]; th
     unpack
 fi
 
-# The virtual environment, rebuilt when requirements.txt changes.
+# The virtual environment, rebuilt when requirements.txt changes. With
+# CTFD_VENV_CACHE (a directory; e2e_ctfd sets it) it lives there, one per
+# requirements hash, made under a lock, and DIR/venv links to it: a fresh
+# clone on a warm machine does not install CTFd's requirements again.
 want=$(sha256sum "$TREE/requirements.txt" | cut -d' ' -f1)
-if [ "$(cat "$DIR/venv/.kopc-requirements" 2>/dev/null)" != "$want" ]; then
-    rm -rf "$DIR/venv"
-    "$PY" -m venv "$DIR/venv" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
-    "$DIR/venv/bin/pip" install --quiet --disable-pip-version-check -r "$TREE/requirements.txt" ||
+venv=$DIR/venv
+if [ -n "${CTFD_VENV_CACHE:-}" ]; then
+    mkdir -p "$CTFD_VENV_CACHE"
+    venv=$CTFD_VENV_CACHE/ctfd-venv-${want:0:16}
+    exec 8>"$venv.lock"
+    flock 8
+elif [ -L "$venv" ]; then
+    rm -f "$venv" # a link to a cache, now not wanted: a venv of its own
+fi
+if [ "$(cat "$venv/.kopc-requirements" 2>/dev/null)" != "$want" ]; then
+    rm -rf "$venv"
+    "$PY" -m venv "$venv" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$TREE/requirements.txt" ||
         die "pip install -r requirements.txt failed"
-    echo "$want" >"$DIR/venv/.kopc-requirements"
+    echo "$want" >"$venv/.kopc-requirements"
+fi
+if [ -n "${CTFD_VENV_CACHE:-}" ]; then
+    exec 8>&-
+    [ -L "$DIR/venv" ] || rm -rf "$DIR/venv"
+    ln -sfn "$venv" "$DIR/venv"
 fi
 
 # The plugin, as an organizer installs it: a directory in CTFd/plugins.

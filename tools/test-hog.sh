@@ -16,7 +16,7 @@
 #
 # Env: HOG_DRY=1 prints what would be done and runs nothing; HOG_DIR chooses
 # where the clones and logs go. N=0 runs nothing and prints an empty table.
-# Takes about 40 minutes a run on 2 cores.
+# Takes about 37 minutes a run on 2 cores (docs/reliability.md, "The suite's time budget").
 set -euo pipefail
 N=${1:-${HOG_RUNS:-3}}
 [[ $N =~ ^[0-9]+$ ]] || { echo "test-hog: N must be a number, not '$N'" >&2; exit 2; }

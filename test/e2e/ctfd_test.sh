@@ -14,7 +14,8 @@
 #     open the challenge, Start, Running, reload, still Running, Stop
 #     (screenshots in $KOP_ARTIFACTS, default build/test-artifacts/ctfd).
 # CTFd comes from ../shared/vendor (or its upstream tag, hash-pinned) through
-# tools/ctfd.sh, its virtual environment cached in build/ctfd; without it
+# tools/ctfd.sh, its tree in build/ctfd and its virtual environment in
+# ~/.cache/kopc (CTFD_VENV_CACHE); without it
 # this fails, it never skips.
 #
 # Env: DEVCLUSTER, KUBECTL, OPERATOR (binaries), SRC (repo root), KOP_TEST_TMP;
@@ -43,7 +44,10 @@ fail() {
 }
 
 log "CTFd 3.8.7 with the plugin, the browser test's parts"
-"$SRC/tools/ctfd.sh" "$CTFD_DIR" || fail "tools/ctfd.sh: no CTFd to test against"
+# CTFd's virtual environment is kept in the user's cache (tools/ctfd.sh), so a
+# fresh clone on a warm machine does not install its requirements again.
+CTFD_VENV_CACHE=${CTFD_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kopc} \
+    "$SRC/tools/ctfd.sh" "$CTFD_DIR" || fail "tools/ctfd.sh: no CTFd to test against"
 [ -x "$CHROMIUM" ] || fail "no Chromium at $CHROMIUM: tools/install-deps.sh installs the Debian package chromium"
 [ -f "$SRC/test/e2e/page/node_modules/playwright-core/package.json" ] ||
     fail "test/e2e/page/node_modules is missing: run npm ci --prefix test/e2e/page (make test does)"
