@@ -11,7 +11,8 @@
 #     (check_rbac_doc.py);
 #   - one version everywhere: CMake project, KOP_VERSION_STRING, kop.pc (via
 #     CMake), the chart's version and appVersion, the image tag in
-#     config/default, config/manager and the Makefile.
+#     config/default, config/manager and the Makefile, and the version of
+#     CHANGELOG.md's first section.
 #
 # Env: SRC (repo root).
 set -euo pipefail
@@ -51,6 +52,7 @@ check "Chart.yaml appVersion" "$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1
 check "config/default newTag" "$(sed -n 's/^ *newTag: *//p' config/default/kustomization.yaml)"
 check "config/manager image" "$(sed -n 's#^ *image: ghcr.io/kopc/ctf-operator:\([^ ]*\).*#\1#p' config/manager/manager.yaml)"
 check "Makefile IMAGE" "$(sed -n 's#^IMAGE *?= *ghcr.io/kopc/ctf-operator:##p' Makefile)"
-ok "version $v in CMake, the headers, the chart, the kustomize image and the Makefile"
+check "CHANGELOG.md's first section" "$(grep -m1 '^## ' CHANGELOG.md | grep -o '[0-9][0-9.]*[0-9]' | head -1)"
+ok "version $v in CMake, the headers, the chart, the kustomize image, the Makefile and CHANGELOG.md"
 
 echo "$passed passed, 0 failed"
