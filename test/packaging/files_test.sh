@@ -7,6 +7,8 @@
 #   - the alert rules and the dashboard are well formed and name only metrics
 #     the code registers (check_monitoring.py --source; the e2e install test
 #     checks them against a live scrape too);
+#   - no public libkop call takes more than five arguments besides its
+#     kop_status, and stats getters are named _read_stats (check_api_shape.py);
 #   - docs/reliability.md's RBAC table states what config/rbac grants
 #     (check_rbac_doc.py);
 #   - one version everywhere: CMake project, KOP_VERSION_STRING, kop.pc (via
@@ -25,6 +27,9 @@ cd "$SRC"
 
 python3 tools/gen-libkop-ref.py --check || fail "docs/libkop-reference.md is stale"
 ok "docs/libkop-reference.md is up to date with include/kop/*.h"
+
+python3 test/packaging/check_api_shape.py --source "$SRC" || fail "libkop's public calls (see above)"
+ok "no public libkop call takes more than five arguments; stats getters are _read_stats"
 
 # same_dir A B: the same files with the same contents.
 same_dir() {
