@@ -2,7 +2,7 @@
 # with the binary, the shared libraries it links and nothing else, run as a
 # non-root user.
 #
-#   docker build -t ghcr.io/kopc/ctf-operator:0.1.0 .      (or: make image IMAGE=...)
+#   docker build -t ghcr.io/kopc/ctf-operator:0.2.0 .      (or: make image IMAGE=...)
 #
 # test/packaging/image_libs_test.sh reads the runtime stage's package list
 # below and checks, without docker, that the binary needs no library those

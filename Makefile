@@ -70,7 +70,7 @@ HELM_LDFLAGS  := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSIO
 	$(foreach p,helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil,\
 	  -X $(p).k8sVersionMajor=1 -X $(p).k8sVersionMinor=$(HELM_K8S_MINOR))
 PREFIX        ?= /usr/local
-IMAGE         ?= ghcr.io/kopc/ctf-operator:0.1.0
+IMAGE         ?= ghcr.io/kopc/ctf-operator:0.2.0
 
 .PHONY: helm install image
 test test-e2e: helm

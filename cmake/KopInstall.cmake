@@ -2,7 +2,7 @@
 # where, for projects that build operators against libkop:
 #
 #   lib/libkop.a                    static library (kop::kop_static)
-#   lib/libkop.so.0.1.0, .so.0, .so shared library, soname libkop.so.0 (kop::kop)
+#   lib/libkop.so.0.2.0, .so.0, .so shared library, soname libkop.so.0 (kop::kop)
 #   include/kop/*.h                 the public headers
 #   lib/pkgconfig/kop.pc            pkg-config --cflags --libs kop
 #   lib/cmake/kop/kopConfig.cmake   find_package(kop 0.1) and its version file

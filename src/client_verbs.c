@@ -182,25 +182,30 @@ kop_err kop_list(kop_client *c, const kop_resource *r, const char *ns, const kop
                 out, st);
 }
 
-kop_err kop_list_each(kop_client *c, const kop_resource *r, const char *ns,
-                      const kop_list_opts *opts, kop_list_page_fn fn, void *user,
-                      char **resource_version_out, kop_status *st)
+kop_err kop_list_each(kop_client *c, const kop_list_req *req, char **resource_version_out,
+                      kop_status *st)
 {
     kop_err err = KOP_OK;
     json_t *page = NULL;
     char *cont = NULL;
-    kop_list_opts o = opts ? *opts : (kop_list_opts){0};
-    if (o.limit <= 0)
-        o.limit = 500; /* client-go's page size: one page is all that is held at a time */
     if (resource_version_out)
         *resource_version_out = NULL;
+    if (!req || !req->resource || !req->fn) {
+        kop_status_setf(st, 0, NULL, "kop_list_each: no resource or page function");
+        return KOP_EINVAL;
+    }
+    const kop_resource *r = req->resource;
+    const char *ns = req->namespace;
+    kop_list_opts o = req->opts;
+    if (o.limit <= 0)
+        o.limit = 500; /* client-go's page size: one page is all that is held at a time */
 
     for (;;) {
         o.continue_token = cont;
         err = kop_list(c, r, ns, &o, &page, st);
         if (err)
             goto out;
-        err = fn(page, user);
+        err = req->fn(page, req->user);
         if (err)
             goto out;
         /* Every page of a continued list comes from the first page's
@@ -251,28 +256,57 @@ static const char *target_namespace(const kop_resource *r, const char *ns, const
     return object_field(obj, "namespace");
 }
 
-kop_err kop_create(kop_client *c, const kop_resource *r, const char *ns, json_t *obj,
-                   const kop_write_opts *opts, json_t **out, kop_status *st)
+/*
+ * write_target checks a create or update request and finds the namespace and
+ * name it goes to: the target's, else the object's. A target name that
+ * differs from the object's is the caller's bug, said before sending.
+ */
+static kop_err write_target(const char *verb, const kop_write_req *req, const char **ns,
+                            const char **name, kop_status *st)
 {
-    kop__query_param p[3];
-    size_t n = write_params(opts, p);
-    return call(c, "POST", r, target_namespace(r, ns, obj), NULL, NULL, p, n, "application/json",
-                obj, out, st);
-}
-
-kop_err kop_update(kop_client *c, const kop_resource *r, const char *ns, json_t *obj,
-                   const kop_write_opts *opts, json_t **out, kop_status *st)
-{
-    kop__query_param p[3];
-    size_t n = write_params(opts, p);
-    const char *name = object_field(obj, "name");
-    /* PUT goes to the object's own URL: without a name there is none. */
-    if (!name) {
-        kop_status_setf(st, 0, NULL, "kop_update: the object has no metadata.name");
+    if (!req || !req->target.resource || !req->object) {
+        kop_status_setf(st, 0, NULL, "%s: no resource or object to write", verb);
         return KOP_EINVAL;
     }
-    return call(c, "PUT", r, target_namespace(r, ns, obj), name, opts ? opts->subresource : NULL, p,
-                n, "application/json", obj, out, st);
+    const char *own = object_field(req->object, "name");
+    if (req->target.name && (!own || strcmp(req->target.name, own) != 0)) {
+        kop_status_setf(st, 0, NULL, "%s: target name %s is not the object's name %s", verb,
+                        req->target.name, own ? own : "(none)");
+        return KOP_EINVAL;
+    }
+    *ns = target_namespace(req->target.resource, req->target.namespace, req->object);
+    *name = req->target.name ? req->target.name : own;
+    return KOP_OK;
+}
+
+kop_err kop_create_object(kop_client *c, const kop_write_req *req, json_t **out, kop_status *st)
+{
+    const char *ns = NULL, *name = NULL;
+    kop_err err = write_target("kop_create_object", req, &ns, &name, st);
+    if (err)
+        return err;
+    kop__query_param p[3];
+    size_t n = write_params(&req->opts, p);
+    /* POST goes to the collection; the name travels in the body. */
+    return call(c, "POST", req->target.resource, ns, NULL, NULL, p, n, "application/json",
+                req->object, out, st);
+}
+
+kop_err kop_update_object(kop_client *c, const kop_write_req *req, json_t **out, kop_status *st)
+{
+    const char *ns = NULL, *name = NULL;
+    kop_err err = write_target("kop_update_object", req, &ns, &name, st);
+    if (err)
+        return err;
+    /* PUT goes to the object's own URL: without a name there is none. */
+    if (!name) {
+        kop_status_setf(st, 0, NULL, "kop_update_object: the object has no metadata.name");
+        return KOP_EINVAL;
+    }
+    kop__query_param p[3];
+    size_t n = write_params(&req->opts, p);
+    return call(c, "PUT", req->target.resource, ns, name, req->opts.subresource, p, n,
+                "application/json", req->object, out, st);
 }
 
 static const char *patch_content_type(kop_patch_type type)
@@ -319,16 +353,6 @@ kop_err kop_patch_object(kop_client *c, const kop_patch_req *req, json_t **out, 
     }
     return call(c, "PATCH", r, r->namespaced ? req->target.namespace : NULL, req->target.name,
                 req->opts.subresource, p, n, ct, req->patch, out, st);
-}
-
-kop_err kop_patch(kop_client *c, const kop_resource *r, const char *ns, const char *name,
-                  kop_patch_type type, json_t *patch, const kop_write_opts *opts, json_t **out,
-                  kop_status *st)
-{
-    kop_patch_req req = {.target = {r, ns, name}, .type = type, .patch = patch};
-    if (opts)
-        req.opts = *opts;
-    return kop_patch_object(c, &req, out, st);
 }
 
 kop_err kop_patch_status(kop_client *c, const kop_resource *r, const json_t *obj, json_t *status,
@@ -410,11 +434,3 @@ kop_err kop_delete_object(kop_client *c, const kop_delete_req *req, json_t **out
     return err;
 }
 
-kop_err kop_delete(kop_client *c, const kop_resource *r, const char *ns, const char *name,
-                   const kop_delete_opts *opts, json_t **out, kop_status *st)
-{
-    kop_delete_req req = {.target = {r, ns, name}};
-    if (opts)
-        req.opts = *opts;
-    return kop_delete_object(c, &req, out, st);
-}

@@ -281,9 +281,13 @@ static kop_err register_metrics(kop_metrics *m, struct reconcile_metrics *rm)
                                   "Total number of reconciliation errors per controller", ctl,
                                   &rm->errors);
     if (!err)
-        err = kop_metrics_histogram(m, "controller_runtime_reconcile_time_seconds",
-                                    "Length of time per reconciliation per controller", ctl, NULL,
-                                    0, &rm->time);
+        err = kop_metrics_histogram(
+            m,
+            &(kop_histogram_opts){
+                .name = "controller_runtime_reconcile_time_seconds",
+                .help = "Length of time per reconciliation per controller",
+                .label_names = ctl},
+            &rm->time);
     if (!err)
         err =
             kop_metrics_gauge(m, "controller_runtime_active_workers",

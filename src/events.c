@@ -388,7 +388,8 @@ static void send_event(kop_recorder *rec, const struct pending *p, const struct 
         /* The Event expired or was deleted: make it again, count and all. */
     }
     body = build_event(rec, p, d, message);
-    err = body ? kop_create(rec->client, &EVENTS, d->ns, body, NULL, NULL, &st) : KOP_ENOMEM;
+    kop_write_req write = {.target = {&EVENTS, d->ns, NULL}, .object = body};
+    err = body ? kop_create_object(rec->client, &write, NULL, &st) : KOP_ENOMEM;
     if (err == KOP_OK)
         bump(rec, &rec->stats.created);
 out:
@@ -672,12 +673,18 @@ static struct pending *pending_new(const json_t *obj, kop_event_type type, const
     return p;
 }
 
-void kop_event(kop_recorder *rec, const json_t *involved_object, kop_event_type type,
-               const char *reason, const char *action, const char *fmt, ...)
+void kop_event(kop_recorder *rec, const kop_event_req *req, const char *fmt, ...)
 {
     char message[KOP_EVENT_MESSAGE_MAX + 1];
     if (!rec)
         return;
+    if (!req) {
+        bump(rec, &rec->stats.invalid);
+        return;
+    }
+    const json_t *involved_object = req->object;
+    kop_event_type type = req->type;
+    const char *reason = req->reason, *action = req->action;
     const char *name = kop_meta_name(involved_object);
     if (!name || !*name || !reason || !*reason || strlen(reason) > KOP_EVENT_FIELD_MAX ||
         (action && strlen(action) > KOP_EVENT_FIELD_MAX) || !fmt ||
@@ -736,7 +743,7 @@ kop_err kop_recorder_flush(kop_recorder *rec, long timeout_ms)
     return err;
 }
 
-void kop_recorder_get_stats(kop_recorder *rec, kop_recorder_stats *out)
+void kop_recorder_read_stats(kop_recorder *rec, kop_recorder_stats *out)
 {
     if (!rec) {
         *out = (kop_recorder_stats){0};

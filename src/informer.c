@@ -242,7 +242,7 @@ bool kop_informer_has_synced(kop_informer *inf)
     return s;
 }
 
-void kop_informer_get_stats(kop_informer *inf, kop_informer_stats *out)
+void kop_informer_read_stats(kop_informer *inf, kop_informer_stats *out)
 {
     pthread_mutex_lock(&inf->mu);
     *out = inf->stats;

@@ -269,11 +269,6 @@ void kop__informer_forget(kop_informer *inf, const char *key, json_t **last_out)
 
 /* ---- reads -------------------------------------------------------------- */
 
-kop_err kop_informer_get(kop_informer *inf, const char *ns, const char *name, json_t **out)
-{
-    return kop_informer_dup(inf, ns, name, out);
-}
-
 /* dup_parsed parses the entry ns/name, whole or its head only. */
 static kop_err dup_parsed(kop_informer *inf, const char *ns, const char *name, bool head,
                           json_t **out)

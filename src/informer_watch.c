@@ -161,8 +161,10 @@ static kop_err relist(kop_informer *inf, kop_status *st)
     };
     struct list_ctx ctx = {.inf = inf, .gen = ++inf->gen};
     char *rv = NULL;
-    kop_err err = kop_list_each(inf->client, &inf->opts.resource, inf->opts.namespace, &lo,
-                                apply_page, &ctx, &rv, st);
+    kop_err err = kop_list_each(inf->client,
+                                &(kop_list_req){.resource = &inf->opts.resource,
+                                                .namespace = inf->opts.namespace, .opts = lo,
+                                                .fn = apply_page, .user = &ctx}, &rv, st);
     if (err) {
         free(rv);
         return err;

@@ -264,10 +264,11 @@ static kop_err write_lease(kop_leader *l, json_t *obj, bool create, kop_status *
         kop_status_setf(st, 0, NULL, "leader: out of memory building the Lease");
         return KOP_ENOMEM;
     }
+    kop_write_req write = {.target = {&LEASES, l->ns, NULL}, .object = obj};
     if (create)
-        err = kop_create(l->api, &LEASES, l->ns, obj, NULL, &stored, st);
+        err = kop_create_object(l->api, &write, &stored, st);
     else
-        err = kop_update(l->api, &LEASES, l->ns, obj, NULL, &stored, st);
+        err = kop_update_object(l->api, &write, &stored, st);
     json_decref(obj);
     if (err == KOP_OK && !observe(l, stored)) {
         kop_status_setf(st, 0, NULL, "leader: out of memory observing the Lease");

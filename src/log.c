@@ -408,10 +408,16 @@ struct kop_logger {
     kop_log_field *fields; /* strings point into the same allocation */
 };
 
-void kop_log_write(const kop_logger *lg, kop_log_level level, int v, const char *msg,
-                   const kop_log_field *fields, size_t n)
+void kop_log_write(const kop_logger *lg, const kop_log_record *rec)
 {
     static _Thread_local char buf[KOP_LOG_LINE_MAX];
+    if (!rec)
+        return;
+    kop_log_level level = rec->level;
+    int v = rec->v;
+    const char *msg = rec->msg;
+    const kop_log_field *fields = rec->fields;
+    size_t n = rec->nfields;
     if (level == KOP_LOG_DEBUG && v < 1)
         v = 1;
     if (level == KOP_LOG_INFO || level == KOP_LOG_DEBUG) {

@@ -555,10 +555,15 @@ kop_err kop_metrics_gauge(kop_metrics *m, const char *name, const char *help,
     return family_register(m, &spec, out);
 }
 
-kop_err kop_metrics_histogram(kop_metrics *m, const char *name, const char *help,
-                              const char *const *label_names, const double *buckets,
-                              size_t nbuckets, kop_metric **out)
+kop_err kop_metrics_histogram(kop_metrics *m, const kop_histogram_opts *opts, kop_metric **out)
 {
+    if (!opts) {
+        if (out)
+            *out = NULL;
+        return KOP_EINVAL;
+    }
+    const double *buckets = opts->buckets;
+    size_t nbuckets = opts->nbuckets;
     if (nbuckets == 0) {
         buckets = default_buckets;
         nbuckets = KOP_ARRAY_LEN(default_buckets);
@@ -575,8 +580,10 @@ kop_err kop_metrics_histogram(kop_metrics *m, const char *name, const char *help
             *out = NULL;
         return KOP_EINVAL;
     }
-    struct family_spec spec = {name,    help,    TYPE_HISTOGRAM, label_names,
-                               count_labels(label_names), buckets, nbuckets};
+    struct family_spec spec = {opts->name,     opts->help,
+                               TYPE_HISTOGRAM, opts->label_names,
+                               count_labels(opts->label_names), buckets,
+                               nbuckets};
     return family_register(m, &spec, out);
 }
 

@@ -648,13 +648,24 @@ static kop_err register_metrics(kop_workqueue *q, kop_metrics *m)
                                   "Total number of adds handled by workqueue", labels, &q->adds);
     if (!err)
         err = kop_metrics_histogram(
-            m, "workqueue_queue_duration_seconds",
-            "How long in seconds an item stays in workqueue before being requested", labels, b,
-            12, &q->latency);
+            m,
+            &(kop_histogram_opts){
+                .name = "workqueue_queue_duration_seconds",
+                .help = "How long in seconds an item stays in workqueue before being requested",
+                .label_names = labels,
+                .buckets = b,
+                .nbuckets = 12},
+            &q->latency);
     if (!err)
-        err = kop_metrics_histogram(m, "workqueue_work_duration_seconds",
-                                    "How long in seconds processing an item from workqueue takes.",
-                                    labels, b, 12, &q->work);
+        err = kop_metrics_histogram(
+            m,
+            &(kop_histogram_opts){
+                .name = "workqueue_work_duration_seconds",
+                .help = "How long in seconds processing an item from workqueue takes.",
+                .label_names = labels,
+                .buckets = b,
+                .nbuckets = 12},
+            &q->work);
     if (!err)
         err = kop_metrics_gauge(
             m, "workqueue_unfinished_work_seconds",

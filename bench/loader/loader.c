@@ -250,7 +250,9 @@ static kop_err ticket_writes(kop_client *c, const json_t *ticket, kop_status *st
     json_object_set_new(json_object_get(cm, "data"), "seats", json_string(seats));
     kop_err err = kop_meta_set_controller_ref(cm, ticket, st);
     if (!err)
-        err = kop_create(c, &CONFIGMAPS, L.ns, cm, NULL, NULL, st);
+        err = kop_create_object(c,
+                                &(kop_write_req){.target = {&CONFIGMAPS, L.ns, NULL}, .object = cm},
+                                NULL, st);
     atomic_fetch_add(&L.nwrites, 1);
     json_decref(cm);
     if (err)
@@ -547,11 +549,13 @@ static void *creator(void *arg)
     while ((i = atomic_fetch_add(&L.next, 1)) < L.count) {
         kop_status st;
         json_t *obj = new_object(i), *stored = NULL;
+        kop_write_req create = {.target = {L.tickets ? &TICKETS : &CHALLENGES, L.ns, NULL},
+                                .object = obj};
         L.rec[i].sent = pace(i);
         kop_err err = L.mode == MODE_API
                           ? api_put(h, i, &st)
-                          : kop_create(c, L.tickets ? &TICKETS : &CHALLENGES, L.ns, obj, NULL,
-                                       L.mode == MODE_ALONE ? &stored : NULL, &st);
+                          : kop_create_object(c, &create, L.mode == MODE_ALONE ? &stored : NULL,
+                                              &st);
         L.rec[i].created = now_ms();
         if (!err && L.mode == MODE_ALONE)
             err = L.tickets  ? ticket_writes(c, stored, &st)
@@ -594,8 +598,9 @@ static void prime(struct watcher *w)
     kop_status st;
     free(w->rv);
     w->rv = NULL;
-    kop_err err = kop_list_each(w->c, L.tickets ? &TICKETS : &CHALLENGES, L.ns, NULL, list_page,
-                                NULL, &w->rv, &st);
+    kop_err err = kop_list_each(w->c,
+                                &(kop_list_req){.resource = L.tickets ? &TICKETS : &CHALLENGES,
+                                                .namespace = L.ns, .fn = list_page}, &w->rv, &st);
     if (err)
         die("list", err, &st);
 }

@@ -156,15 +156,30 @@ KOP_API KOP_NODISCARD kop_err kop_list(kop_client *c, const kop_resource *r, con
 typedef kop_err (*kop_list_page_fn)(json_t *page, void *user);
 
 /*
- * kop_list_each lists every page (opts->limit per page, 500 if 0), calling
- * fn with each in order, so that a large list never has to be held whole.
- * *resource_version_out, if not NULL, receives the list's resourceVersion
- * (malloc'd; the caller frees it): the point to start a watch from.
+ * kop_list_req: what kop_list_each lists. resource, namespace and user are
+ * borrowed for the call; the zero value of every other field is the
+ * default (opts zero: every object, 500 per page).
  */
-KOP_API KOP_NODISCARD kop_err kop_list_each(kop_client *c, const kop_resource *r, const char *ns,
-                                            const kop_list_opts *opts, kop_list_page_fn fn,
-                                            void *user, char **resource_version_out,
-                                            kop_status *st);
+typedef struct kop_list_req {
+    const kop_resource *resource; /* required */
+    const char *namespace;        /* NULL or "": all namespaces */
+    kop_list_opts opts;           /* selectors, page size (0: 500), start version */
+    kop_list_page_fn fn;          /* required: called with each page, in order */
+    void *user;                   /* passed to fn */
+} kop_list_req;
+
+/*
+ * kop_list_each lists every page (req->opts.limit per page, 500 if 0),
+ * calling req->fn with each in order, so that a large list never has to be
+ * held whole. *resource_version_out, if not NULL, receives the list's
+ * resourceVersion (malloc'd; the caller frees it): the point to start a
+ * watch from. KOP_EINVAL (explained in st) without a resource or fn.
+ *
+ *   kop_list_each(c, &(kop_list_req){.resource = &PODS, .namespace = "ctf",
+ *       .opts = {.label_selector = "app=web"}, .fn = count_page, .user = &n}, NULL, &st);
+ */
+KOP_API KOP_NODISCARD kop_err kop_list_each(kop_client *c, const kop_list_req *req,
+                                            char **resource_version_out, kop_status *st);
 
 /* ---- writes ------------------------------------------------------------ */
 
@@ -174,24 +189,6 @@ typedef struct kop_write_opts {
     bool force;                /* server-side apply: take conflicting fields */
     bool dry_run;              /* dryRun=All: validate and admit, persist nothing */
 } kop_write_opts;
-
-/*
- * kop_create creates obj in ns (NULL: obj's metadata.namespace). *out, if
- * out is not NULL, receives the object as stored (owned). Writes are never
- * retried except on 429, which the apiserver answers before acting.
- */
-KOP_API KOP_NODISCARD kop_err kop_create(kop_client *c, const kop_resource *r, const char *ns,
-                                         json_t *obj, const kop_write_opts *opts, json_t **out,
-                                         kop_status *st);
-
-/*
- * kop_update replaces the object named in obj's metadata (PUT). If obj carries
- * metadata.resourceVersion, a newer version on the server gives
- * KOP_ECONFLICT. opts->subresource "status" updates the status only.
- */
-KOP_API KOP_NODISCARD kop_err kop_update(kop_client *c, const kop_resource *r, const char *ns,
-                                         json_t *obj, const kop_write_opts *opts, json_t **out,
-                                         kop_status *st);
 
 typedef enum kop_patch_type {
     KOP_PATCH_MERGE = 1, /* application/merge-patch+json (RFC 7386) */
@@ -207,6 +204,40 @@ typedef struct kop_target {
     const char *namespace;
     const char *name;
 } kop_target;
+
+/*
+ * What kop_create_object and kop_update_object send. object is borrowed for
+ * the call and sent whole. target.namespace NULL (or "") takes the
+ * object's metadata.namespace, as kubectl does; target.name NULL takes its
+ * metadata.name, and a target name that is not the object's metadata.name
+ * is KOP_EINVAL (the body, not the URL, names a created object).
+ */
+typedef struct kop_write_req {
+    kop_target target;   /* .resource required; namespace and name may be NULL */
+    json_t *object;      /* borrowed; required */
+    kop_write_opts opts; /* subresource (update only), field manager, dry run */
+} kop_write_req;
+
+/*
+ * kop_create_object creates req->object (POST). *out, if out is not NULL,
+ * receives the object as stored (owned). Writes are never retried except on
+ * 429, which the apiserver answers before acting. An object with only
+ * metadata.generateName gets its name from the server.
+ *
+ *   kop_create_object(c, &(kop_write_req){.target = {&CONFIGMAPS, "default", NULL},
+ *       .object = cm}, &stored, &st);
+ */
+KOP_API KOP_NODISCARD kop_err kop_create_object(kop_client *c, const kop_write_req *req,
+                                                json_t **out, kop_status *st);
+
+/*
+ * kop_update_object replaces one object (PUT), named by target.name or the
+ * object's metadata.name. If the object carries metadata.resourceVersion, a
+ * newer version on the server gives KOP_ECONFLICT. opts.subresource
+ * "status" updates the status only. *out (optional, owned) as for create.
+ */
+KOP_API KOP_NODISCARD kop_err kop_update_object(kop_client *c, const kop_write_req *req,
+                                                json_t **out, kop_status *st);
 
 /* What kop_patch_object sends. */
 typedef struct kop_patch_req {
@@ -238,13 +269,6 @@ KOP_API KOP_NODISCARD kop_err kop_patch_object(kop_client *c, const kop_patch_re
 KOP_API KOP_NODISCARD kop_err kop_patch_status(kop_client *c, const kop_resource *r,
                                                const json_t *obj, json_t *status, json_t **out,
                                                kop_status *st);
-
-/* kop_patch is kop_patch_object with its fields as arguments. Deprecated
- * since 0.2 (nine arguments; see CHANGELOG.md); removed in 0.3. */
-KOP_API KOP_NODISCARD KOP_DEPRECATED("use kop_patch_object") kop_err
-    kop_patch(kop_client *c, const kop_resource *r, const char *ns, const char *name,
-              kop_patch_type type, json_t *patch, const kop_write_opts *opts, json_t **out,
-              kop_status *st);
 
 typedef enum kop_propagation {
     KOP_PROPAGATION_DEFAULT = 0, /* the resource's default policy */
@@ -278,12 +302,6 @@ typedef struct kop_delete_req {
  */
 KOP_API KOP_NODISCARD kop_err kop_delete_object(kop_client *c, const kop_delete_req *req,
                                                 json_t **out, kop_status *st);
-
-/* kop_delete is kop_delete_object with its fields as arguments. Deprecated
- * since 0.2 (seven arguments; see CHANGELOG.md); removed in 0.3. */
-KOP_API KOP_NODISCARD KOP_DEPRECATED("use kop_delete_object") kop_err
-    kop_delete(kop_client *c, const kop_resource *r, const char *ns, const char *name,
-               const kop_delete_opts *opts, json_t **out, kop_status *st);
 
 /* ---- watch ------------------------------------------------------------- */
 

@@ -14,9 +14,9 @@
 #include <string.h>
 
 #define KOP_VERSION_MAJOR 0
-#define KOP_VERSION_MINOR 1
+#define KOP_VERSION_MINOR 2
 #define KOP_VERSION_PATCH 0
-#define KOP_VERSION_STRING "0.1.0"
+#define KOP_VERSION_STRING "0.2.0"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define KOP_API        __attribute__((visibility("default")))

@@ -103,17 +103,29 @@ KOP_API KOP_NODISCARD kop_err kop_recorder_new(kop_client *c, const char *compon
 KOP_API void kop_recorder_free(kop_recorder *rec);
 
 /*
- * kop_event records an event about involved_object (borrowed for the call:
- * its apiVersion, kind and metadata name, namespace, uid and
- * resourceVersion are copied). reason is CamelCase ("Provisioned"), at most
- * KOP_EVENT_FIELD_MAX bytes; action ("Provision") may be NULL. The message
- * is printf-formatted and cut at KOP_EVENT_MESSAGE_MAX bytes on a UTF-8
- * boundary. Returns at once; rec NULL does nothing, so code can run
- * without a recorder. Invalid input is counted in stats.invalid.
+ * kop_event_req: what an Event is about, besides its message. Every string
+ * and the object are borrowed for the call only (what the Event needs is
+ * copied before kop_event returns). Zero type is KOP_EVENT_NORMAL.
  */
-KOP_API void kop_event(kop_recorder *rec, const json_t *involved_object, kop_event_type type,
-                       const char *reason, const char *action, const char *fmt, ...)
-    KOP_PRINTF(6, 7);
+typedef struct kop_event_req {
+    const json_t *object; /* the involved object: apiVersion, kind, metadata copied */
+    kop_event_type type;  /* KOP_EVENT_NORMAL (zero) or KOP_EVENT_WARNING */
+    const char *reason;   /* required: CamelCase ("Provisioned"), <= KOP_EVENT_FIELD_MAX */
+    const char *action;   /* "Provision"; NULL for none */
+} kop_event_req;
+
+/*
+ * kop_event records an event about req->object (its apiVersion, kind and
+ * metadata name, namespace, uid and resourceVersion are copied). The
+ * message is printf-formatted and cut at KOP_EVENT_MESSAGE_MAX bytes on a
+ * UTF-8 boundary. Returns at once; rec NULL does nothing, so code can run
+ * without a recorder. Invalid input is counted in stats.invalid.
+ *
+ *   kop_event(rec, &(kop_event_req){.object = chal, .type = KOP_EVENT_WARNING,
+ *       .reason = "Expired", .action = "Delete"}, "expired after %d s", secs);
+ */
+KOP_API void kop_event(kop_recorder *rec, const kop_event_req *req, const char *fmt, ...)
+    KOP_PRINTF(3, 4);
 
 /*
  * kop_recorder_flush waits until every event queued before the call has
@@ -121,8 +133,8 @@ KOP_API void kop_event(kop_recorder *rec, const json_t *involved_object, kop_eve
  */
 KOP_API KOP_NODISCARD kop_err kop_recorder_flush(kop_recorder *rec, long timeout_ms);
 
-/* kop_recorder_get_stats copies the counters into *out. */
-KOP_API void kop_recorder_get_stats(kop_recorder *rec, kop_recorder_stats *out);
+/* kop_recorder_read_stats copies the counters into *out (caller storage). */
+KOP_API void kop_recorder_read_stats(kop_recorder *rec, kop_recorder_stats *out);
 
 KOP_END_DECLS
 

@@ -145,11 +145,6 @@ KOP_API KOP_NODISCARD kop_err kop_informer_dup(kop_informer *inf, const char *ns
 KOP_API KOP_NODISCARD kop_err kop_informer_dup_metadata(kop_informer *inf, const char *ns,
                                                         const char *name, json_t **out);
 
-/* kop_informer_get is kop_informer_dup under the 0.1 name, which said
- * "borrow" where it copied. Deprecated since 0.2; removed in 0.3. */
-KOP_API KOP_NODISCARD KOP_DEPRECATED("use kop_informer_dup") kop_err
-    kop_informer_get(kop_informer *inf, const char *ns, const char *name, json_t **out);
-
 /*
  * kop_informer_list returns in *out (owned) a new array of the cached
  * objects in ns (NULL: all), in no particular order.
@@ -215,7 +210,8 @@ typedef struct kop_informer_stats {
     unsigned long lists, watches, gone, errors, events;
 } kop_informer_stats;
 
-KOP_API void kop_informer_get_stats(kop_informer *inf, kop_informer_stats *out);
+/* kop_informer_read_stats copies inf's counters into *out (caller storage). */
+KOP_API void kop_informer_read_stats(kop_informer *inf, kop_informer_stats *out);
 
 KOP_END_DECLS
 

@@ -136,7 +136,7 @@ KOP_API bool kop_leader_is_leader(const kop_leader *l);
 /* kop_leader_identity returns l's identity, borrowed until kop_leader_free. */
 KOP_API const char *kop_leader_identity(const kop_leader *l);
 
-/* kop_leader_read_stats copies l's counters into *out. */
+/* kop_leader_read_stats copies l's counters into *out (caller storage). */
 KOP_API void kop_leader_read_stats(const kop_leader *l, kop_leader_stats *out);
 
 /*

@@ -156,12 +156,24 @@ KOP_API KOP_NODISCARD kop_err kop_logger_new(const kop_logger *parent,
 KOP_API void kop_logger_free(kop_logger *lg);
 
 /*
- * kop_log_write writes one line through lg (NULL: the root logger) if it is
- * enabled: level, or for KOP_LOG_INFO with v > 0 a V(v) line. fields may be
- * NULL when n is 0. Usually called through the macros below.
+ * kop_log_record: one line to write. Everything is borrowed for the call.
+ * nfields follows fields, so KOP__LOG_FIELDS (which expands to "array,
+ * count") fills both: {.msg = "m", .fields = KOP__LOG_FIELDS(...)}.
  */
-KOP_API void kop_log_write(const kop_logger *lg, kop_log_level level, int v, const char *msg,
-                           const kop_log_field *fields, size_t n);
+typedef struct kop_log_record {
+    kop_log_level level;
+    int v;                       /* verbosity of a KOP_LOG_INFO line; 0: always */
+    const char *msg;
+    const kop_log_field *fields; /* may be NULL when nfields is 0 */
+    size_t nfields;
+} kop_log_record;
+
+/*
+ * kop_log_write writes rec as one line through lg (NULL: the root logger)
+ * if it is enabled: its level, or for KOP_LOG_INFO with v > 0 a V(v) line.
+ * Usually called through the macros below.
+ */
+KOP_API void kop_log_write(const kop_logger *lg, const kop_log_record *rec);
 
 /* ---- the calls operators make ------------------------------------------- */
 
@@ -177,19 +189,24 @@ KOP_API void kop_log_write(const kop_logger *lg, kop_log_level level, int v, con
 #define kop_logv(v, msg, ...) kop_loggerv(NULL, v, msg, ##__VA_ARGS__)
 
 /* kop_logger_log(lg, level, msg, fields...): a line through lg. */
-#define kop_logger_log(lg, level, msg, ...)                                                        \
+#define kop_logger_log(lg, lvl_, msg_, ...)                                                        \
     do {                                                                                           \
-        kop_log_level kop__lvl = (level);                                                          \
+        kop_log_level kop__lvl = (lvl_);                                                           \
         if (kop_log_enabled(kop__lvl))                                                             \
-            kop_log_write((lg), kop__lvl, 0, (msg), KOP__LOG_FIELDS(__VA_ARGS__));                 \
+            kop_log_write((lg), &(kop_log_record){.level = kop__lvl,                               \
+                                                  .msg = (msg_),                                   \
+                                                  .fields = KOP__LOG_FIELDS(__VA_ARGS__)});        \
     } while (0)
 
 /* kop_loggerv(lg, v, msg, fields...): a V(v) info line through lg. */
-#define kop_loggerv(lg, v, msg, ...)                                                               \
+#define kop_loggerv(lg, v_, msg_, ...)                                                             \
     do {                                                                                           \
-        int kop__v = (v);                                                                          \
+        int kop__v = (v_);                                                                         \
         if (kop_logv_enabled(kop__v))                                                              \
-            kop_log_write((lg), KOP_LOG_INFO, kop__v, (msg), KOP__LOG_FIELDS(__VA_ARGS__));        \
+            kop_log_write((lg), &(kop_log_record){.level = KOP_LOG_INFO,                           \
+                                                  .v = kop__v,                                     \
+                                                  .msg = (msg_),                                   \
+                                                  .fields = KOP__LOG_FIELDS(__VA_ARGS__)});        \
     } while (0)
 
 /*

@@ -82,17 +82,30 @@ KOP_API KOP_NODISCARD kop_err kop_metrics_gauge(kop_metrics *m, const char *name
                                                 const char *const *label_names, kop_metric **out);
 
 /*
- * kop_metrics_histogram registers (or finds) a histogram family. buckets are
- * the upper bounds, strictly increasing, +Inf implied (a trailing +Inf is
- * accepted and ignored); nbuckets 0 selects the default buckets, which are
- * controller-runtime's controller_runtime_reconcile_time_seconds buckets
- * (0.005 s to 60 s, 40 bounds). "le" is not a valid label name here.
- * Re-registering finds the family only if the buckets are the same.
+ * kop_histogram_opts: a histogram family. Every pointer is borrowed for the
+ * call (the names, help and bounds are copied). Zero fields take the
+ * defaults: no help, no labels, the default buckets.
  */
-KOP_API KOP_NODISCARD kop_err kop_metrics_histogram(kop_metrics *m, const char *name,
-                                                    const char *help,
-                                                    const char *const *label_names,
-                                                    const double *buckets, size_t nbuckets,
+typedef struct kop_histogram_opts {
+    const char *name;               /* required; as kop_metrics_counter's */
+    const char *help;               /* NULL: none */
+    const char *const *label_names; /* NULL-terminated; NULL: none; "le" is not allowed */
+    const double *buckets;          /* upper bounds, strictly increasing, +Inf implied */
+    size_t nbuckets;                /* 0: the default buckets (buckets then ignored) */
+} kop_histogram_opts;
+
+/*
+ * kop_metrics_histogram registers (or finds) the histogram family opts
+ * describes. A trailing +Inf bound is accepted and ignored; nbuckets 0
+ * selects the default buckets, which are controller-runtime's
+ * controller_runtime_reconcile_time_seconds buckets (0.005 s to 60 s, 40
+ * bounds). Re-registering finds the family only if the buckets are the
+ * same. *out is borrowed, as for kop_metrics_counter; errors as there.
+ *
+ *   kop_metrics_histogram(m, &(kop_histogram_opts){.name = "ready_seconds",
+ *       .help = "Seconds to Ready.", .label_names = labels}, &h);
+ */
+KOP_API KOP_NODISCARD kop_err kop_metrics_histogram(kop_metrics *m, const kop_histogram_opts *opts,
                                                     kop_metric **out);
 
 /*

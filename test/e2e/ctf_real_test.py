@@ -336,7 +336,7 @@ def scenario_lifecycle():
     c = wait(240, "crashing to be Error/CrashLoop", lambda: error("crashing", "CrashLoop"))
     ok(f"a program that exits: Error CrashLoop, \"{c['message']}\"")
     edit_definition("missing", lambda d: d["pods"][0]["template"]["containers"][0].update(
-        {"image": "registry.devcluster.test/kopc/ctf-greeter:0.1.0"}))
+        {"image": "registry.devcluster.test/kopc/ctf-greeter:0.2.0"}))
     edit_definition("crashing", lambda d: d["pods"][0]["template"]["containers"][0].pop("command"))
     for chal in ("missing", "crashing"):
         i = running("team-c", chal, secs=300, through_error=True)

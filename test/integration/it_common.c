@@ -39,7 +39,9 @@ int it_setup(it_env *env, const char *prefix)
              (int)getpid());
     json_t *obj = json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1", "kind", "Namespace",
                             "metadata", "name", env->ns);
-    err = kop_create(env->client, &NAMESPACES, NULL, obj, NULL, NULL, &st);
+    err = kop_create_object(env->client,
+                            &(kop_write_req){.target = {&NAMESPACES, NULL, NULL}, .object = obj},
+                            NULL, &st);
     json_decref(obj);
     if (err) {
         fprintf(stderr, "create namespace %s: %s: %s\n", env->ns, kop_err_name(err), st.message);

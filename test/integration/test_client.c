@@ -157,19 +157,27 @@ static void test_configmap_crud(void **state)
     kop_status st;
     json_t *cm = configmap("crud", "a", "1"), *got = NULL, *upd = NULL;
 
-    assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, &got, &st), KOP_OK);
+    assert_int_equal(kop_create_object(client,
+                                       &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                        .object = cm}, &got, &st), KOP_OK);
     assert_string_equal(json_string_value(json_object_get(json_object_get(got, "data"), "a")), "1");
     /* Without a field manager the apiserver names the writer after the user agent. */
     json_t *mf = json_array_get(json_object_get(json_object_get(got, "metadata"), "managedFields"), 0);
     assert_string_equal(json_string_value(json_object_get(mf, "manager")), "kopc");
-    assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, NULL, &st), KOP_EALREADYEXISTS);
+    assert_int_equal(kop_create_object(client,
+                                       &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                        .object = cm},
+                                       NULL, &st),
+                     KOP_EALREADYEXISTS);
     assert_int_equal(st.code, 409);
     assert_string_equal(st.reason, "AlreadyExists");
     json_decref(got);
 
     assert_int_equal(kop_get(client, &CONFIGMAPS, ns, "crud", &got, &st), KOP_OK);
     json_object_set_new(json_object_get(got, "data"), "a", json_string("2"));
-    assert_int_equal(kop_update(client, &CONFIGMAPS, ns, got, NULL, &upd, &st), KOP_OK);
+    assert_int_equal(kop_update_object(client,
+                                       &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                        .object = got}, &upd, &st), KOP_OK);
     assert_string_equal(json_string_value(json_object_get(json_object_get(upd, "data"), "a")), "2");
     json_decref(got);
     json_decref(upd);
@@ -190,13 +198,18 @@ static void test_stale_update_conflicts(void **state)
     (void)state;
     kop_status st;
     json_t *cm = configmap("stale", "a", "1"), *v1 = NULL, *v2 = NULL;
-    assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, &v1, &st), KOP_OK);
+    assert_int_equal(kop_create_object(client,
+                                       &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                        .object = cm}, &v1, &st), KOP_OK);
     json_t *copy = json_deep_copy(v1);
     json_object_set_new(json_object_get(v1, "data"), "a", json_string("2"));
-    assert_int_equal(kop_update(client, &CONFIGMAPS, ns, v1, NULL, &v2, &st), KOP_OK);
+    assert_int_equal(kop_update_object(client,
+                                       &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                        .object = v1}, &v2, &st), KOP_OK);
     /* copy still carries the first resourceVersion */
     json_object_set_new(json_object_get(copy, "data"), "a", json_string("3"));
-    assert_int_equal(kop_update(client, &CONFIGMAPS, ns, copy, NULL, NULL, &st), KOP_ECONFLICT);
+    kop_write_req stale = {.target = {&CONFIGMAPS, ns, NULL}, .object = copy};
+    assert_int_equal(kop_update_object(client, &stale, NULL, &st), KOP_ECONFLICT);
     assert_int_equal(st.code, 409);
     assert_string_equal(st.reason, "Conflict");
     json_decref(cm);
@@ -219,7 +232,9 @@ static void test_merge_patch_keeps_fields(void **state)
     kop_status st;
     json_t *cm = json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s}}", "apiVersion", "v1", "kind",
                            "ConfigMap", "metadata", "name", "merge", "data", "a", "1", "b", "2");
-    assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, NULL, &st), KOP_OK);
+    assert_int_equal(kop_create_object(client,
+                                       &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                        .object = cm}, NULL, &st), KOP_OK);
     json_t *patch = json_pack("{s:{s:s}}", "data", "c", "3"), *out = NULL;
     assert_int_equal(patch_cm("merge", KOP_PATCH_MERGE, patch, (kop_write_opts){0}, &out, &st),
                      KOP_OK);
@@ -276,7 +291,9 @@ static void test_delete_precondition(void **state)
     (void)state;
     kop_status st;
     json_t *cm = configmap("guarded", "a", "1"), *out = NULL;
-    assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, NULL, &st), KOP_OK);
+    assert_int_equal(kop_create_object(client,
+                                       &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                        .object = cm}, NULL, &st), KOP_OK);
     kop_delete_opts o = {.precondition_uid = "00000000-0000-0000-0000-000000000000"};
     assert_int_equal(
         kop_delete_object(client,
@@ -318,7 +335,9 @@ static void *create_range(void *arg)
         json_t *cm = configmap(name, "i", name);
         json_object_set_new(json_object_get(cm, "metadata"), "labels",
                             json_pack("{s:s}", "set", "paging"));
-        kop_err err = kop_create(client, &CONFIGMAPS, ns, cm, NULL, NULL, &st);
+        kop_err err = kop_create_object(client,
+                                        &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                         .object = cm}, NULL, &st);
         json_decref(cm);
         if (err) {
             w->err = err;
@@ -354,38 +373,56 @@ static kop_err count_page(json_t *page, void *user)
 }
 
 /*
- * The 0.1 calls kop_patch and kop_delete stay, deprecated, for one release
- * (CHANGELOG.md): they still patch and delete, with their options.
+ * Writes by request struct: create and update name their object by the
+ * target or by the object itself, and refuse a target name that is not the
+ * object's before sending anything; patch and delete keep their options.
  */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-static void test_deprecated_wrappers(void **state)
+static void test_write_requests(void **state)
 {
     (void)state;
     kop_status st;
     json_t *cm = configmap("legacy", "a", "1"), *out = NULL;
-    assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, NULL, &st), KOP_OK);
-    json_t *patch = json_pack("{s:{s:s}}", "data", "b", "2");
-    kop_write_opts dry = {.dry_run = true};
+    assert_int_equal(kop_create_object(client,
+                                       &(kop_write_req){.target = {&CONFIGMAPS, ns, "other"},
+                                                        .object = cm}, NULL, &st),
+                     KOP_EINVAL);
+    assert_int_equal(kop_get(client, &CONFIGMAPS, ns, "other", &out, &st), KOP_ENOTFOUND);
     assert_int_equal(
-        kop_patch(client, &CONFIGMAPS, ns, "legacy", KOP_PATCH_MERGE, patch, &dry, NULL, &st),
+        kop_create_object(client, &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL}, .object = cm},
+                          &out, &st),
         KOP_OK);
+    json_object_set_new(json_object_get(out, "data"), "c", json_string("3"));
+    json_t *stored = NULL;
+    assert_int_equal(kop_update_object(client,
+                                       &(kop_write_req){.target = {&CONFIGMAPS, ns, "legacy"},
+                                                        .object = out}, &stored, &st),
+                     KOP_OK);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(stored, "data"), "c")),
+                        "3");
+    json_decref(stored);
+    json_decref(out);
+    out = NULL;
+    json_t *patch = json_pack("{s:{s:s}}", "data", "b", "2");
+    kop_patch_req pr = {.target = {&CONFIGMAPS, ns, "legacy"},
+                        .type = KOP_PATCH_MERGE,
+                        .patch = patch,
+                        .opts = {.dry_run = true}};
+    assert_int_equal(kop_patch_object(client, &pr, NULL, &st), KOP_OK);
     assert_int_equal(kop_get(client, &CONFIGMAPS, ns, "legacy", &out, &st), KOP_OK);
     assert_null(json_object_get(json_object_get(out, "data"), "b")); /* a dry run */
     json_decref(out);
-    assert_int_equal(
-        kop_patch(client, &CONFIGMAPS, ns, "legacy", KOP_PATCH_MERGE, patch, NULL, &out, &st),
-        KOP_OK);
+    pr.opts.dry_run = false;
+    assert_int_equal(kop_patch_object(client, &pr, &out, &st), KOP_OK);
     assert_string_equal(json_string_value(json_object_get(json_object_get(out, "data"), "b")), "2");
-    kop_delete_opts wrong = {.precondition_uid = "00000000-0000-0000-0000-000000000000"};
-    assert_int_equal(kop_delete(client, &CONFIGMAPS, ns, "legacy", &wrong, NULL, &st),
-                     KOP_ECONFLICT);
-    assert_int_equal(kop_delete(client, &CONFIGMAPS, ns, "legacy", NULL, NULL, &st), KOP_OK);
+    kop_delete_req dr = {.target = {&CONFIGMAPS, ns, "legacy"},
+                         .opts = {.precondition_uid = "00000000-0000-0000-0000-000000000000"}};
+    assert_int_equal(kop_delete_object(client, &dr, NULL, &st), KOP_ECONFLICT);
+    dr.opts.precondition_uid = NULL;
+    assert_int_equal(kop_delete_object(client, &dr, NULL, &st), KOP_OK);
     json_decref(out);
     json_decref(patch);
     json_decref(cm);
 }
-#pragma GCC diagnostic pop
 
 static void test_paging_returns_each_once(void **state)
 {
@@ -406,7 +443,10 @@ static void test_paging_returns_each_once(void **state)
     char *rv = NULL;
     kop_status st;
     kop_list_opts o = {.label_selector = "set=paging", .limit = 500};
-    assert_int_equal(kop_list_each(client, &CONFIGMAPS, ns, &o, count_page, p, &rv, &st), KOP_OK);
+    assert_int_equal(kop_list_each(client,
+                                   &(kop_list_req){.resource = &CONFIGMAPS, .namespace = ns,
+                                                   .opts = o, .fn = count_page, .user = p}, &rv,
+                                   &st), KOP_OK);
     assert_int_equal(p->npages, 3);
     assert_int_equal(p->total, PAGED_N);
     for (int i = 0; i < PAGED_N; i++)
@@ -463,9 +503,13 @@ static void test_watch_sees_changes_in_order(void **state)
     json_decref(list);
 
     json_t *cm = configmap("watched", "a", "1"), *out = NULL;
-    assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, &out, &st), KOP_OK);
+    assert_int_equal(kop_create_object(client,
+                                       &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                        .object = cm}, &out, &st), KOP_OK);
     json_object_set_new(json_object_get(out, "data"), "a", json_string("2"));
-    assert_int_equal(kop_update(client, &CONFIGMAPS, ns, out, NULL, NULL, &st), KOP_OK);
+    assert_int_equal(kop_update_object(client,
+                                       &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                        .object = out}, NULL, &st), KOP_OK);
     assert_int_equal(kop_delete_object(client,
                                        &(kop_delete_req){.target = {&CONFIGMAPS, ns, "watched"}},
                                        NULL, &st),
@@ -577,7 +621,9 @@ static void test_custom_resource_crud(void **state)
     kop_status st;
     json_t *crd = json_loads(crd_json, 0, NULL);
     assert_non_null(crd);
-    kop_err err = kop_create(client, &CRDS, NULL, crd, NULL, NULL, &st);
+    kop_err err = kop_create_object(client,
+                                    &(kop_write_req){.target = {&CRDS, NULL, NULL}, .object = crd},
+                                    NULL, &st);
     assert_true(err == KOP_OK || err == KOP_EALREADYEXISTS);
     json_decref(crd);
 
@@ -597,13 +643,16 @@ static void test_custom_resource_crud(void **state)
     json_t *g = json_pack("{s:s, s:s, s:{s:s}, s:{s:i}}", "apiVersion", "it.kopc.io/v1", "kind",
                           "Gadget", "metadata", "name", "g1", "spec", "size", 3);
     json_t *out = NULL;
-    assert_int_equal(kop_create(client, &gadgets, ns, g, NULL, &out, &st), KOP_OK);
+    kop_write_req create = {.target = {&gadgets, ns, NULL}, .object = g};
+    assert_int_equal(kop_create_object(client, &create, &out, &st), KOP_OK);
     json_decref(out);
 
     /* The schema refuses an invalid field: Invalid, 422, naming the field. */
     json_t *bad = json_pack("{s:s, s:s, s:{s:s}, s:{s:i}}", "apiVersion", "it.kopc.io/v1",
                             "kind", "Gadget", "metadata", "name", "g2", "spec", "size", 42);
-    assert_int_equal(kop_create(client, &gadgets, ns, bad, NULL, NULL, &st), KOP_EINVALID);
+    assert_int_equal(kop_create_object(client,
+                                       &(kop_write_req){.target = {&gadgets, ns, NULL},
+                                                        .object = bad}, NULL, &st), KOP_EINVALID);
     assert_int_equal(st.code, 422);
     assert_non_null(strstr(st.message, "spec.size"));
     json_decref(bad);
@@ -1031,7 +1080,9 @@ static void test_tls_server_name(void **state)
     if (err)
         fail_msg("watch with tls-server-name: %s: %s", kop_err_name(err), st.message);
     json_t *cm = configmap("tls-name", "a", "1");
-    assert_int_equal(kop_create(k2, &CONFIGMAPS, ns, cm, NULL, NULL, &st), KOP_OK);
+    assert_int_equal(kop_create_object(k2,
+                                       &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                        .object = cm}, NULL, &st), KOP_OK);
     json_decref(cm);
     expect_event(w, KOP_WATCH_ADDED, "tls-name", "1");
     kop_watch_free(w);
@@ -1066,7 +1117,7 @@ int main(void)
         cmocka_unit_test(test_merge_patch_keeps_fields),
         cmocka_unit_test(test_server_side_apply),
         cmocka_unit_test(test_delete_precondition),
-        cmocka_unit_test(test_deprecated_wrappers),
+        cmocka_unit_test(test_write_requests),
         cmocka_unit_test(test_paging_returns_each_once),
         cmocka_unit_test(test_watch_sees_changes_in_order),
         cmocka_unit_test(test_watch_from_expired_version_is_gone),

@@ -45,7 +45,9 @@ static kop_err create_cm(const char *name)
     json_t *cm = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s}}", "apiVersion", "v1", "kind",
                            "ConfigMap", "metadata", "name", name, "namespace", env.ns, "data",
                            "k", "v");
-    kop_err err = kop_create(env.client, &CONFIGMAPS, env.ns, cm, NULL, NULL, &st);
+    kop_err err = kop_create_object(env.client,
+                                    &(kop_write_req){.target = {&CONFIGMAPS, env.ns, NULL},
+                                                     .object = cm}, NULL, &st);
     json_decref(cm);
     return err;
 }
@@ -97,7 +99,9 @@ static void test_resync(void **state)
     json_t *cm =
         json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
                   "metadata", "name", "resynced", "namespace", env.ns, "data", "k", "v");
-    assert_int_equal(kop_create(env.client, &CONFIGMAPS, env.ns, cm, NULL, NULL, &st), KOP_OK);
+    assert_int_equal(kop_create_object(env.client,
+                                       &(kop_write_req){.target = {&CONFIGMAPS, env.ns, NULL},
+                                                        .object = cm}, NULL, &st), KOP_OK);
     json_decref(cm);
 
     pthread_t t;

@@ -48,7 +48,9 @@ static json_t *configmap(const char *name)
     json_t *cm = json_pack("{s:s, s:s, s:{s:s}, s:{s:s}}", "apiVersion", "v1", "kind",
                            "ConfigMap", "metadata", "name", name, "data", "a", "1");
     json_t *out = NULL;
-    kop_err err = kop_create(client, &CONFIGMAPS, ns, cm, NULL, &out, &st);
+    kop_err err = kop_create_object(client,
+                                    &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                     .object = cm}, &out, &st);
     json_decref(cm);
     if (err)
         fail_msg("create configmap %s: %s: %s", name, kop_err_name(err), st.message);
@@ -140,11 +142,13 @@ static void test_same_event_counts(void **state)
     (void)state;
     json_t *cm = configmap("dedup");
     kop_recorder_stats before, after;
-    kop_recorder_get_stats(rec, &before);
+    kop_recorder_read_stats(rec, &before);
     for (int i = 0; i < 5; i++)
-        kop_event(rec, cm, KOP_EVENT_NORMAL, "Synced", "Sync", "synced %d items", 3);
+        kop_event(rec,
+                  &(kop_event_req){.object = cm, .type = KOP_EVENT_NORMAL, .reason = "Synced",
+                                   .action = "Sync"}, "synced %d items", 3);
     flush(rec);
-    kop_recorder_get_stats(rec, &after);
+    kop_recorder_read_stats(rec, &after);
     assert_int_equal(after.recorded - before.recorded, 5);
     assert_int_equal(after.created - before.created, 1);
     assert_int_equal(after.patched - before.patched, 4);
@@ -183,14 +187,21 @@ static void test_reasons_types_and_messages(void **state)
 {
     (void)state;
     json_t *cm = configmap("kinds");
-    kop_event(rec, cm, KOP_EVENT_NORMAL, "Created", NULL, "created %s", "pods");
-    kop_event(rec, cm, KOP_EVENT_WARNING, "Failed", "Provision", "boom: %s (%d%%, %05.1f)",
-              "disk full", 95, 2.5);
-    kop_event(rec, cm, KOP_EVENT_WARNING, "Failed", "Provision", "boom: %s (%d%%, %05.1f)",
-              "disk full", 95, 2.5);
+    kop_event(rec, &(kop_event_req){.object = cm, .type = KOP_EVENT_NORMAL, .reason = "Created"},
+              "created %s", "pods");
+    kop_event(rec,
+              &(kop_event_req){.object = cm, .type = KOP_EVENT_WARNING, .reason = "Failed",
+                               .action = "Provision"}, "boom: %s (%d%%, %05.1f)", "disk full", 95,
+              2.5);
+    kop_event(rec,
+              &(kop_event_req){.object = cm, .type = KOP_EVENT_WARNING, .reason = "Failed",
+                               .action = "Provision"}, "boom: %s (%d%%, %05.1f)", "disk full", 95,
+              2.5);
     /* Same reason, another type: another Event. */
-    kop_event(rec, cm, KOP_EVENT_NORMAL, "Failed", "Provision", "boom: %s (%d%%, %05.1f)",
-              "disk full", 95, 2.5);
+    kop_event(rec,
+              &(kop_event_req){.object = cm, .type = KOP_EVENT_NORMAL, .reason = "Failed",
+                               .action = "Provision"}, "boom: %s (%d%%, %05.1f)", "disk full", 95,
+              2.5);
     flush(rec);
 
     json_t *list = events_for(ns, kop_meta_uid(cm));
@@ -228,7 +239,8 @@ static void test_long_message_cut_on_character(void **state)
     char msg[1300] = "";
     for (int i = 0; i < 400; i++)
         strcat(msg, "\xe2\x82\xac"); /* the euro sign: 3 bytes, 1200 in all */
-    kop_event(rec, cm, KOP_EVENT_NORMAL, "Long", NULL, "%s", msg);
+    kop_event(rec, &(kop_event_req){.object = cm, .type = KOP_EVENT_NORMAL, .reason = "Long"}, "%s",
+              msg);
     flush(rec);
     json_t *list = events_for(ns, kop_meta_uid(cm));
     assert_int_equal(json_array_size(items(list)), 1);
@@ -247,7 +259,9 @@ static void test_cluster_scoped_object(void **state)
     assert_int_equal(kop_get(client, &NAMESPACES, NULL, ns, &nsobj, &st), KOP_OK);
     /* A GET of one object carries apiVersion and kind. */
     assert_string_equal(str(nsobj, "kind"), "Namespace");
-    kop_event(rec, nsobj, KOP_EVENT_NORMAL, "Labelled", NULL, "namespace %s labelled", ns);
+    kop_event(rec,
+              &(kop_event_req){.object = nsobj, .type = KOP_EVENT_NORMAL, .reason = "Labelled"},
+              "namespace %s labelled", ns);
     flush(rec);
     json_t *list = events_for("default", kop_meta_uid(nsobj));
     assert_int_equal(json_array_size(items(list)), 1);
@@ -280,13 +294,16 @@ static void test_dedup_window(void **state)
     json_t *cm = configmap("window");
     fake_now = time(NULL);
     kop__events_set_clock(fake_clock);
-    kop_event(rec, cm, KOP_EVENT_WARNING, "Retrying", NULL, "still failing");
+    kop_event(rec, &(kop_event_req){.object = cm, .type = KOP_EVENT_WARNING, .reason = "Retrying"},
+              "still failing");
     flush(rec);
     fake_now += 300; /* within 10 minutes of the last: counted */
-    kop_event(rec, cm, KOP_EVENT_WARNING, "Retrying", NULL, "still failing");
+    kop_event(rec, &(kop_event_req){.object = cm, .type = KOP_EVENT_WARNING, .reason = "Retrying"},
+              "still failing");
     flush(rec);
     fake_now += 601; /* more than 10 minutes after the last: a new Event */
-    kop_event(rec, cm, KOP_EVENT_WARNING, "Retrying", NULL, "still failing");
+    kop_event(rec, &(kop_event_req){.object = cm, .type = KOP_EVENT_WARNING, .reason = "Retrying"},
+              "still failing");
     flush(rec);
     kop__events_set_clock(NULL);
 
@@ -304,13 +321,14 @@ static void test_aggregation_and_spam_filter(void **state)
     (void)state;
     json_t *cm = configmap("spam");
     kop_recorder_stats before, after;
-    kop_recorder_get_stats(rec, &before);
+    kop_recorder_read_stats(rec, &before);
     /* 30 different messages, one reason: 9 Events of their own, then one combined Event. The
      * object's 25 tokens pass the first 25 sends (9 creates, 1 create, 15 patches). */
     for (int i = 0; i < 30; i++)
-        kop_event(rec, cm, KOP_EVENT_NORMAL, "Probe", NULL, "probe %d", i);
+        kop_event(rec, &(kop_event_req){.object = cm, .type = KOP_EVENT_NORMAL, .reason = "Probe"},
+                  "probe %d", i);
     flush(rec);
-    kop_recorder_get_stats(rec, &after);
+    kop_recorder_read_stats(rec, &after);
     assert_int_equal(after.dropped_spam - before.dropped_spam, 5);
     assert_int_equal(after.created - before.created, 10);
     assert_int_equal(after.patched - before.patched, 15);
@@ -341,14 +359,15 @@ static void test_burst_never_blocks(void **state)
     (void)state;
     json_t *cm = configmap("burst");
     kop_recorder_stats before, after;
-    kop_recorder_get_stats(rec, &before);
+    kop_recorder_read_stats(rec, &before);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int i = 0; i < 5000; i++)
-        kop_event(rec, cm, KOP_EVENT_WARNING, "Hot", NULL, "hot loop");
+        kop_event(rec, &(kop_event_req){.object = cm, .type = KOP_EVENT_WARNING, .reason = "Hot"},
+                  "hot loop");
     clock_gettime(CLOCK_MONOTONIC, &t1);
     flush(rec);
-    kop_recorder_get_stats(rec, &after);
+    kop_recorder_read_stats(rec, &after);
     /* Every call was either queued or dropped because the queue was full. */
     uint64_t queued = after.recorded - before.recorded;
     assert_int_equal(queued + (after.dropped_full - before.dropped_full), 5000);
@@ -369,9 +388,9 @@ static void test_free_drains_queue(void **state)
     json_t *cm = configmap("drain");
     kop_recorder *r2 = NULL;
     assert_int_equal(kop_recorder_new(client, "kopc-test", NULL, &r2), KOP_OK);
-    kop_event(r2, cm, KOP_EVENT_NORMAL, "One", NULL, "1");
-    kop_event(r2, cm, KOP_EVENT_NORMAL, "Two", NULL, "2");
-    kop_event(r2, cm, KOP_EVENT_NORMAL, "Three", NULL, "3");
+    kop_event(r2, &(kop_event_req){.object = cm, .type = KOP_EVENT_NORMAL, .reason = "One"}, "1");
+    kop_event(r2, &(kop_event_req){.object = cm, .type = KOP_EVENT_NORMAL, .reason = "Two"}, "2");
+    kop_event(r2, &(kop_event_req){.object = cm, .type = KOP_EVENT_NORMAL, .reason = "Three"}, "3");
     kop_recorder_free(r2); /* sends what is queued before returning */
     json_t *list = events_for(ns, kop_meta_uid(cm));
     assert_int_equal(json_array_size(items(list)), 3);
@@ -401,16 +420,21 @@ static void test_invalid_input(void **state)
                                "metadata");
     json_t *cm = configmap("invalid");
     kop_recorder_stats before, after;
-    kop_recorder_get_stats(rec, &before);
-    kop_event(NULL, cm, KOP_EVENT_NORMAL, "Nothing", NULL, "no recorder"); /* a no-op */
-    kop_event(rec, noname, KOP_EVENT_NORMAL, "NoName", NULL, "x");
-    kop_event(rec, NULL, KOP_EVENT_NORMAL, "NoObject", NULL, "x");
-    kop_event(rec, cm, KOP_EVENT_NORMAL, "", NULL, "x");
-    kop_event(rec, cm, KOP_EVENT_NORMAL, big, NULL, "x");
-    kop_event(rec, cm, (kop_event_type)7, "BadType", NULL, "x");
+    kop_recorder_read_stats(rec, &before);
+    kop_event(NULL, &(kop_event_req){.object = cm, .type = KOP_EVENT_NORMAL, .reason = "Nothing"},
+              "no recorder"); /* a no-op */
+    kop_event(rec, &(kop_event_req){.object = noname, .type = KOP_EVENT_NORMAL, .reason = "NoName"},
+              "x");
+    kop_event(rec, &(kop_event_req){.object = NULL, .type = KOP_EVENT_NORMAL, .reason = "NoObject"},
+              "x");
+    kop_event(rec, &(kop_event_req){.object = cm, .type = KOP_EVENT_NORMAL, .reason = ""}, "x");
+    kop_event(rec, &(kop_event_req){.object = cm, .type = KOP_EVENT_NORMAL, .reason = big}, "x");
+    kop_event(rec, &(kop_event_req){.object = cm, .type = (kop_event_type)7, .reason = "BadType"},
+              "x");
+    kop_event(rec, NULL, "no request");
     flush(rec);
-    kop_recorder_get_stats(rec, &after);
-    assert_int_equal(after.invalid - before.invalid, 5);
+    kop_recorder_read_stats(rec, &after);
+    assert_int_equal(after.invalid - before.invalid, 6);
     assert_int_equal(after.recorded, before.recorded);
     json_t *list = events_for(ns, kop_meta_uid(cm));
     assert_int_equal(json_array_size(items(list)), 0);

@@ -202,7 +202,9 @@ static void test_rapid_updates_converge(void **state)
         char name[32];
         snprintf(name, sizeof name, "rapid-%02d", i);
         json_t *cm = configmap(name, "rapid", 0);
-        assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, NULL, &st), KOP_OK);
+        assert_int_equal(kop_create_object(client,
+                                           &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                            .object = cm}, NULL, &st), KOP_OK);
         json_decref(cm);
     }
     kop_informer *inf = start_informer("set=rapid", &c);
@@ -282,7 +284,9 @@ static void test_old_object_as_far_as_read(void **state)
     kop_status st;
     static struct seen_old meta_only, meta_beside_full, full;
     json_t *cm = configmap("old-1", "old", 1), *patch = json_pack("{s:{s:s}}", "data", "v", "2");
-    assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, NULL, &st), KOP_OK);
+    assert_int_equal(kop_create_object(client,
+                                       &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                        .object = cm}, NULL, &st), KOP_OK);
     kop_informer *slim = start_old_watcher(KOP_OLD_METADATA, &meta_only, KOP_OLD_UNUSED, NULL);
     kop_informer *whole =
         start_old_watcher(KOP_OLD_METADATA, &meta_beside_full, KOP_OLD_FULL, &full);
@@ -325,7 +329,9 @@ static void test_delete_reaches_handler(void **state)
     kop_status st;
     static struct counts c = {.mu = PTHREAD_MUTEX_INITIALIZER};
     json_t *cm = configmap("doomed", "del", 1);
-    assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, NULL, &st), KOP_OK);
+    assert_int_equal(kop_create_object(client,
+                                       &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                        .object = cm}, NULL, &st), KOP_OK);
     json_decref(cm);
     kop_informer *inf = start_informer("set=del", &c);
     assert_int_equal(kop_informer_len(inf), 1);
@@ -351,7 +357,9 @@ static void test_owner_index(void **state)
     kop_status st;
     static struct counts c = {.mu = PTHREAD_MUTEX_INITIALIZER};
     json_t *owner = configmap("owner", "own", 0), *made = NULL;
-    assert_int_equal(kop_create(client, &CONFIGMAPS, ns, owner, NULL, &made, &st), KOP_OK);
+    assert_int_equal(kop_create_object(client,
+                                       &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                        .object = owner}, &made, &st), KOP_OK);
     const char *uid = json_string_value(json_object_get(json_object_get(made, "metadata"), "uid"));
     for (int i = 0; i < 3; i++) {
         char name[32];
@@ -360,7 +368,9 @@ static void test_owner_index(void **state)
         json_object_set_new(json_object_get(child, "metadata"), "ownerReferences",
                             json_pack("[{s:s, s:s, s:s, s:s, s:b}]", "apiVersion", "v1", "kind",
                                       "ConfigMap", "name", "owner", "uid", uid, "controller", 1));
-        assert_int_equal(kop_create(client, &CONFIGMAPS, ns, child, NULL, NULL, &st), KOP_OK);
+        assert_int_equal(kop_create_object(client,
+                                           &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                            .object = child}, NULL, &st), KOP_OK);
         json_decref(child);
     }
     kop_informer *inf = start_informer("set=own", &c);
@@ -391,7 +401,9 @@ static void test_index_keys(void **state)
         json_t *made = NULL, *cm = NULL;
         snprintf(name, sizeof name, "keys-%d", i);
         cm = configmap(name, "keys", i);
-        assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, &made, &st), KOP_OK);
+        assert_int_equal(kop_create_object(client,
+                                           &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                            .object = cm}, &made, &st), KOP_OK);
         snprintf(key, sizeof key, "%s/%s", ns, name);
         json_object_set_new(want, key, json_string(rv_of(made)));
         json_decref(made);
@@ -468,11 +480,15 @@ static void test_apiserver_restart_and_gone(void **state)
         char name[32];
         snprintf(name, sizeof name, "busy-%d", i);
         json_t *cm = configmap(name, "busy", 0);
-        assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, NULL, &st), KOP_OK);
+        assert_int_equal(kop_create_object(client,
+                                           &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                            .object = cm}, NULL, &st), KOP_OK);
         json_decref(cm);
     }
     json_t *quiet = configmap("quiet", "idle", 0);
-    assert_int_equal(kop_create(client, &CONFIGMAPS, ns, quiet, NULL, NULL, &st), KOP_OK);
+    assert_int_equal(kop_create_object(client,
+                                       &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                        .object = quiet}, NULL, &st), KOP_OK);
     json_decref(quiet);
 
     kop_informer *busy = start_informer("set=busy", &busy_c);
@@ -484,7 +500,9 @@ static void test_apiserver_restart_and_gone(void **state)
         char name[32];
         snprintf(name, sizeof name, "filler-%d", i);
         json_t *cm = configmap(name, "filler", i);
-        assert_int_equal(kop_create(client, &CONFIGMAPS, ns, cm, NULL, NULL, &st), KOP_OK);
+        assert_int_equal(kop_create_object(client,
+                                           &(kop_write_req){.target = {&CONFIGMAPS, ns, NULL},
+                                                            .object = cm}, NULL, &st), KOP_OK);
         json_decref(cm);
         sleep(1);
     }
@@ -521,16 +539,16 @@ static void test_apiserver_restart_and_gone(void **state)
     /* The idle informer had to relist: Gone was seen and a second list made. */
     kop_informer_stats s;
     for (int i = 0; i < 360; i++) {
-        kop_informer_get_stats(idle, &s);
+        kop_informer_read_stats(idle, &s);
         if (s.gone > 0 && s.lists >= 2)
             break;
         usleep(250 * 1000);
     }
-    kop_informer_get_stats(idle, &s);
+    kop_informer_read_stats(idle, &s);
     assert_true(s.gone >= 1);
     assert_true(s.lists >= 2);
     assert_true(eventually(30, idle, "set=idle", 1));
-    kop_informer_get_stats(busy, &s);
+    kop_informer_read_stats(busy, &s);
     assert_true(s.watches >= 2); /* it reconnected */
 
     kop_informer_free(idle);

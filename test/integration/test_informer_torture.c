@@ -121,7 +121,7 @@ static void test_events_survive_failed_applies(void **state)
             usleep(100 * 1000);
     }
     kop_informer_stats stats;
-    kop_informer_get_stats(inf, &stats);
+    kop_informer_read_stats(inf, &stats);
     long calls = 0, failures = 0;
     torture_counts(&calls, &failures);
     printf("informer torture: %lu watches, %lu errors, %lu events, %lu lists; %ld allocations, "

@@ -392,7 +392,9 @@ static void test_lease_taken_from_leader(void **state)
         json_t *spec = json_object_get(lease, "spec");
         json_object_set_new(spec, "holderIdentity", json_string("intruder"));
         json_object_set_new(spec, "leaseDurationSeconds", json_integer(3600));
-        err = kop_update(client, &LEASES, ns, lease, NULL, NULL, &st);
+        err = kop_update_object(client,
+                                &(kop_write_req){.target = {&LEASES, ns, NULL}, .object = lease},
+                                NULL, &st);
         json_decref(lease);
     }
     assert_int_equal(err, KOP_OK);

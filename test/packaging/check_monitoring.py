@@ -164,21 +164,22 @@ def selectors(expr):
 # ---- what the operator exports -------------------------------------------------
 
 def source_names(src):
-    """The metric names registered in src/ and operators/ (kop_metrics_counter,
-    _gauge, _histogram with a literal name, or a *_NAME macro), with the
-    series names of histograms."""
-    reg = re.compile(r'kop_metrics_(counter|gauge|histogram)\(\s*[^,"]*?,\s*(?:"(\w+)"|(\w+_NAME))')
+    """The metric names registered in src/ and operators/ (kop_metrics_counter
+    and _gauge with a literal name or a *_NAME macro, and a kop_histogram_opts
+    whose .name is either), with the series names of histograms."""
+    reg = re.compile(r'kop_metrics_(counter|gauge)\(\s*[^,"]*?,\s*(?:"(\w+)"|(\w+_NAME))'
+                     r'|(kop_histogram_opts)\)?\s*(?:\w+\s*=\s*)?\{\s*\.name\s*=\s*(?:"(\w+)"|(\w+_NAME))')
     names = set()
     for d in ("src", "operators"):
         for f in pathlib.Path(src, d).rglob("*.c"):
             text = f.read_text(errors="replace")
             macros = dict(re.findall(r'#define\s+(\w+_NAME)\s+"(\w+)"', text))
-            for kind, lit, macro in reg.findall(text):
-                name = lit or macros.get(macro)
+            for kind, lit, macro, hist, hlit, hmacro in reg.findall(text):
+                name = lit or hlit or macros.get(macro or hmacro)
                 if not name:
                     continue
                 names.add(name)
-                if kind == "histogram":
+                if hist:
                     names.update({name + "_bucket", name + "_sum", name + "_count"})
     return names
 

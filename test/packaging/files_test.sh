@@ -7,11 +7,14 @@
 #   - the alert rules and the dashboard are well formed and name only metrics
 #     the code registers (check_monitoring.py --source; the e2e install test
 #     checks them against a live scrape too);
+#   - no public libkop call takes more than five arguments besides its
+#     kop_status, and stats getters are named _read_stats (check_api_shape.py);
 #   - docs/reliability.md's RBAC table states what config/rbac grants
 #     (check_rbac_doc.py);
 #   - one version everywhere: CMake project, KOP_VERSION_STRING, kop.pc (via
 #     CMake), the chart's version and appVersion, the image tag in
-#     config/default, config/manager and the Makefile.
+#     config/default, config/manager and the Makefile, and the version of
+#     CHANGELOG.md's first section.
 #
 # Env: SRC (repo root).
 set -euo pipefail
@@ -24,6 +27,9 @@ cd "$SRC"
 
 python3 tools/gen-libkop-ref.py --check || fail "docs/libkop-reference.md is stale"
 ok "docs/libkop-reference.md is up to date with include/kop/*.h"
+
+python3 test/packaging/check_api_shape.py --source "$SRC" || fail "libkop's public calls (see above)"
+ok "no public libkop call takes more than five arguments; stats getters are _read_stats"
 
 # same_dir A B: the same files with the same contents.
 same_dir() {
@@ -51,6 +57,7 @@ check "Chart.yaml appVersion" "$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1
 check "config/default newTag" "$(sed -n 's/^ *newTag: *//p' config/default/kustomization.yaml)"
 check "config/manager image" "$(sed -n 's#^ *image: ghcr.io/kopc/ctf-operator:\([^ ]*\).*#\1#p' config/manager/manager.yaml)"
 check "Makefile IMAGE" "$(sed -n 's#^IMAGE *?= *ghcr.io/kopc/ctf-operator:##p' Makefile)"
-ok "version $v in CMake, the headers, the chart, the kustomize image and the Makefile"
+check "CHANGELOG.md's first section" "$(grep -m1 '^## ' CHANGELOG.md | grep -o '[0-9][0-9.]*[0-9]' | head -1)"
+ok "version $v in CMake, the headers, the chart, the kustomize image, the Makefile and CHANGELOG.md"
 
 echo "$passed passed, 0 failed"

@@ -157,7 +157,8 @@ static void test_exact_lines(void **state)
         const struct line_case *c = &line_cases[i];
         for (int json = 0; json < 2; json++) {
             capture_start(json ? KOP_LOG_JSON : KOP_LOG_TEXT, 5);
-            kop_log_write(NULL, c->level, c->v, c->msg, c->fields, c->n);
+            kop_log_write(NULL, &(kop_log_record){.level = c->level, .v = c->v, .msg = c->msg,
+                                                  .fields = c->fields, .nfields = c->n});
             char *got = capture_end();
             const char *want = json ? c->json : c->text;
             size_t len = strlen(got);
@@ -262,7 +263,7 @@ static void test_verbosity(void **state)
         kop_logv(3, "v3", KOP_LOG_INT("n", count_evaluation()));
         kop_logv(0, "v0");
         /* Direct writes are gated too. */
-        kop_log_write(NULL, KOP_LOG_INFO, 3, "direct", NULL, 0);
+        kop_log_write(NULL, &(kop_log_record){.level = KOP_LOG_INFO, .v = 3, .msg = "direct"});
         char *got = capture_end();
         int want_lines = cases[i].debug + cases[i].v1 + cases[i].v2 + cases[i].v3 * 2 + 1;
         int lines = 0;
@@ -329,7 +330,8 @@ static void test_context_loggers(void **state)
 static char *one_line(kop_log_format fmt, const char *msg, const kop_log_field *fields, size_t n)
 {
     capture_start(fmt, 0);
-    kop_log_write(NULL, KOP_LOG_INFO, 0, msg, fields, n);
+    kop_log_write(NULL, &(kop_log_record){.level = KOP_LOG_INFO, .msg = msg, .fields = fields,
+                                          .nfields = n});
     char *got = capture_end();
     size_t len = strlen(got);
     assert_true(len > 0 && len <= KOP_LOG_LINE_MAX);

@@ -144,7 +144,15 @@ static kop_metric *register_case(kop_metrics *m, const struct render_case *c)
         err = kop_metrics_gauge(m, c->name, c->help, labels, &f);
         break;
     default:
-        err = kop_metrics_histogram(m, c->name, c->help, labels, c->buckets, c->nbuckets, &f);
+        err = kop_metrics_histogram(
+            m,
+            &(kop_histogram_opts){
+                .name = c->name,
+                .help = c->help,
+                .label_names = labels,
+                .buckets = c->buckets,
+                .nbuckets = c->nbuckets},
+            &f);
         break;
     }
     assert_int_equal(err, KOP_OK);
@@ -241,7 +249,8 @@ static void test_buckets(void **state)
     kop_metrics *m = NULL;
     kop_metric *f = NULL;
     assert_int_equal(kop_metrics_new(&m), KOP_OK);
-    assert_int_equal(kop_metrics_histogram(m, "d", "x", NULL, NULL, 0, &f), KOP_OK);
+    kop_histogram_opts d = {.name = "d", .help = "x"};
+    assert_int_equal(kop_metrics_histogram(m, &d, &f), KOP_OK);
     char *text = render_string(m);
     assert_int_equal(count_lines(text, "d_bucket"), KOP_METRICS_DEFAULT_NBUCKETS + 1);
     assert_non_null(strstr(text, "d_bucket{le=\"0.005\"} 0\nd_bucket{le=\"0.01\"} 0\n"));
@@ -253,7 +262,8 @@ static void test_buckets(void **state)
     assert_int_equal(kop_metrics_exponential_buckets(10e-9, 10, 12, b), KOP_OK);
     assert_true(b[0] == 1e-8);
     assert_true(fabs(b[11] - 1000) < 1e-9);
-    assert_int_equal(kop_metrics_histogram(m, "e", "x", NULL, b, 12, &f), KOP_OK);
+    kop_histogram_opts e = {.name = "e", .help = "x", .buckets = b, .nbuckets = 12};
+    assert_int_equal(kop_metrics_histogram(m, &e, &f), KOP_OK);
     text = render_string(m);
     assert_non_null(strstr(text, "e_bucket{le=\"1e-08\"} 0\ne_bucket{le=\"1e-07\"} 0\n"
                                  "e_bucket{le=\"1e-06\"} 0\n"
@@ -291,13 +301,19 @@ static void test_register_twice_and_clashes(void **state)
     assert_int_equal(kop_metrics_counter(m, "adds_total", "Adds.", cn, &b), KOP_EINVAL);
     assert_int_equal(kop_metrics_counter(m, "adds_total", "Adds.", NULL, &b), KOP_EINVAL);
 
-    assert_int_equal(kop_metrics_histogram(m, "h", "H.", nc, bk, 3, &a), KOP_OK);
-    assert_int_equal(kop_metrics_histogram(m, "h", "H.", nc, bk, 3, &b), KOP_OK);
+    kop_histogram_opts h = {.name = "h", .help = "H.", .label_names = nc, .buckets = bk,
+                            .nbuckets = 3};
+    assert_int_equal(kop_metrics_histogram(m, &h, &a), KOP_OK);
+    assert_int_equal(kop_metrics_histogram(m, &h, &b), KOP_OK);
     assert_ptr_equal(a, b);
-    assert_int_equal(kop_metrics_histogram(m, "h", "H.", nc, bk2, 3, &b), KOP_EINVAL);
-    assert_int_equal(kop_metrics_histogram(m, "h", "H.", nc, NULL, 0, &b), KOP_EINVAL);
-    assert_int_equal(kop_metrics_histogram(m, "hd", "H.", NULL, NULL, 0, &a), KOP_OK);
-    assert_int_equal(kop_metrics_histogram(m, "hd", "H.", NULL, NULL, 0, &b), KOP_OK);
+    h.buckets = bk2;
+    assert_int_equal(kop_metrics_histogram(m, &h, &b), KOP_EINVAL);
+    h.buckets = NULL;
+    h.nbuckets = 0;
+    assert_int_equal(kop_metrics_histogram(m, &h, &b), KOP_EINVAL);
+    kop_histogram_opts hd = {.name = "hd", .help = "H."};
+    assert_int_equal(kop_metrics_histogram(m, &hd, &a), KOP_OK);
+    assert_int_equal(kop_metrics_histogram(m, &hd, &b), KOP_OK);
     assert_ptr_equal(a, b);
 
     /* The registry's own counter is a family like any other. */
@@ -320,9 +336,13 @@ static void test_register_twice_and_clashes(void **state)
     assert_int_equal(kop_metrics_counter(m, "x", "", reserved, &b), KOP_EINVAL);
     assert_int_equal(kop_metrics_counter(m, "x", "", bad, &b), KOP_EINVAL);
     assert_int_equal(kop_metrics_counter(m, "x", "", le, &b), KOP_OK); /* le is fine here */
-    assert_int_equal(kop_metrics_histogram(m, "y", "", le, NULL, 0, &b), KOP_EINVAL);
-    assert_int_equal(kop_metrics_histogram(m, "y", "", NULL, unsorted, 3, &b), KOP_EINVAL);
-    assert_int_equal(kop_metrics_histogram(m, "y", "", NULL, nan_bound, 2, &b), KOP_EINVAL);
+    kop_histogram_opts y = {.name = "y", .help = "", .label_names = le};
+    assert_int_equal(kop_metrics_histogram(m, &y, &b), KOP_EINVAL);
+    y = (kop_histogram_opts){.name = "y", .help = "", .buckets = unsorted, .nbuckets = 3};
+    assert_int_equal(kop_metrics_histogram(m, &y, &b), KOP_EINVAL);
+    y = (kop_histogram_opts){.name = "y", .help = "", .buckets = nan_bound, .nbuckets = 2};
+    assert_int_equal(kop_metrics_histogram(m, &y, &b), KOP_EINVAL);
+    assert_int_equal(kop_metrics_histogram(m, NULL, &b), KOP_EINVAL);
     assert_int_equal(kop_metrics_counter(NULL, "x", "", NULL, &b), KOP_EINVAL);
     kop_metrics_free(m);
     kop_metrics_free(NULL);
@@ -344,7 +364,8 @@ static void test_null_and_wrong_type(void **state)
     kop_metric *c = NULL, *h = NULL;
     assert_int_equal(kop_metrics_new(&m), KOP_OK);
     assert_int_equal(kop_metrics_counter(m, "c", "", NULL, &c), KOP_OK);
-    assert_int_equal(kop_metrics_histogram(m, "h", "", NULL, NULL, 0, &h), KOP_OK);
+    kop_histogram_opts ho = {.name = "h", .help = ""};
+    assert_int_equal(kop_metrics_histogram(m, &ho, &h), KOP_OK);
     kop_metric_set(c, NULL, 5);     /* not a gauge */
     kop_metric_observe(c, NULL, 5); /* not a histogram */
     kop_metric_inc(h, NULL);        /* not a counter */
@@ -432,7 +453,8 @@ static void test_concurrent_increments(void **state)
     const char *const labels[] = {"series", NULL};
     assert_int_equal(kop_metrics_new(&s.m), KOP_OK);
     assert_int_equal(kop_metrics_counter(s.m, "hits_total", "", labels, &s.counter), KOP_OK);
-    assert_int_equal(kop_metrics_histogram(s.m, "obs", "", labels, NULL, 0, &s.hist), KOP_OK);
+    kop_histogram_opts obs = {.name = "obs", .help = "", .label_names = labels};
+    assert_int_equal(kop_metrics_histogram(s.m, &obs, &s.hist), KOP_OK);
     pthread_t t[THREADS + 1];
     for (int i = 0; i < THREADS; i++)
         assert_int_equal(pthread_create(&t[i], NULL, incrementer, &s), 0);

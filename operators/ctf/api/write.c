@@ -87,7 +87,8 @@ enum MHD_Result ctf_api_put_instance(ctf_api *api, struct MHD_Connection *conn, 
             ctf_api_send_error(api, conn, rq, 500, "Internal", "cannot build the Challenge", NULL);
         goto out;
     }
-    kop_err err = kop_create(c, &CTF_CHALLENGES, ns, obj, NULL, &created, &st);
+    kop_write_req create = {.target = {&CTF_CHALLENGES, ns, NULL}, .object = obj};
+    kop_err err = kop_create_object(c, &create, &created, &st);
     if (err == KOP_OK) {
         char location[512];
         snprintf(location, sizeof location, "/api/v1/teams/%s/instances/%s", rq->route.team,

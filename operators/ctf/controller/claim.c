@@ -518,8 +518,10 @@ kop_err ctf_pool_claim(ctf_operator *op, const kop_reconcile *req, const json_t 
     if (won) {
         kop_logger_log(req->log, KOP_LOG_INFO, "claimed a warm instance",
                        KOP_LOG_STR("instance_namespace", ns));
-        kop_event(op->events, chal, KOP_EVENT_NORMAL, "Claimed", "Claim",
-                  "claimed the warm instance in namespace %s", ns);
+        kop_event(op->events,
+                  &(kop_event_req){.object = chal, .type = KOP_EVENT_NORMAL, .reason = "Claimed",
+                                   .action = "Claim"}, "claimed the warm instance in namespace %s",
+                  ns);
     }
     kop_controller_enqueue(op->pool->ctl, kop_meta_namespace(def), kop_meta_name(def));
     return KOP_OK;

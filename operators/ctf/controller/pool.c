@@ -242,7 +242,9 @@ static int look_at_one(ctf_operator *op, const kop_reconcile *req, const json_t 
     bool ok = !o.reason && ctf_instance_ready(op, def, ns, &o);
     json_decref(o.endpoints);
     if (!ok && (o.reason || started_too_long(def, n))) {
-        kop_event(op->events, def, KOP_EVENT_WARNING, "WarmInstanceFailed", "Replace",
+        kop_event(op->events,
+                  &(kop_event_req){.object = def, .type = KOP_EVENT_WARNING,
+                                   .reason = "WarmInstanceFailed", .action = "Replace"},
                   "warm instance %s failed (%s): replacing it", ns,
                   o.reason ? o.message : "not Ready within startTimeout");
         delete_warm(op, req, n, "it failed to start");
@@ -383,7 +385,9 @@ static kop_err start_warm(ctf_operator *op, const kop_reconcile *req, const json
         if (err || o.reason)
             release_slot(op, key, ns);
         if (!err && o.reason) {
-            kop_event(op->events, def, KOP_EVENT_WARNING, "WarmInstanceRefused", "Create",
+            kop_event(op->events,
+                      &(kop_event_req){.object = def, .type = KOP_EVENT_WARNING,
+                                       .reason = "WarmInstanceRefused", .action = "Create"},
                       "warm instance refused: %s", o.message);
             break;
         }
@@ -434,7 +438,9 @@ static void retarget(ctf_operator *op, const json_t *def, const char *key, int t
     json_object_set_new(op->pool->targets, key, json_integer(target));
     pthread_mutex_unlock(&op->pool->lock);
     if (before >= 0 && before != target)
-        kop_event(op->events, def, KOP_EVENT_NORMAL, "PoolScaled", "Scale",
+        kop_event(op->events,
+                  &(kop_event_req){.object = def, .type = KOP_EVENT_NORMAL, .reason = "PoolScaled",
+                                   .action = "Scale"},
                   "warm pool target %d -> %d: %d requests in the last %d s", before, target,
                   requests, CTF_POOL_WINDOW_S);
 }
@@ -468,7 +474,9 @@ static int64_t backoff(ctf_operator *op, const json_t *def, const char *key, int
     }
     pthread_mutex_unlock(&p->lock);
     if (v->failed > 0)
-        kop_event(op->events, def, KOP_EVENT_WARNING, "PoolBackoff", "Wait",
+        kop_event(op->events,
+                  &(kop_event_req){.object = def, .type = KOP_EVENT_WARNING,
+                                   .reason = "PoolBackoff", .action = "Wait"},
                   "warm instances failed (%d time%s in a row): new ones start in %lld s", n,
                   n == 1 ? "" : "s", (long long)(wait / 1000));
     return wait > 0 ? wait : 0;

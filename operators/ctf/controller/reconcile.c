@@ -464,7 +464,9 @@ static kop_result expire(ctf_operator *op, const kop_reconcile *req, const json_
     if (err)
         return KOP_RETRY;
     kop_logger_log(req->log, KOP_LOG_INFO, "instance expired; deleted it");
-    kop_event(op->events, chal, KOP_EVENT_NORMAL, "Expired", "Delete", "instance expired");
+    kop_event(op->events,
+              &(kop_event_req){.object = chal, .type = KOP_EVENT_NORMAL, .reason = "Expired",
+                               .action = "Delete"}, "instance expired");
     return KOP_DONE;
 }
 

@@ -131,9 +131,12 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
     err = kop_metrics_gauge(m, "ctf_instances", "Challenge instances by status", status_label,
                             &op->instances);
     if (!err)
-        err = kop_metrics_histogram(m, "ctf_instance_ready_seconds",
-                                    "Seconds from a Challenge's creation to its instance Running",
-                                    NULL, NULL, 0, &op->ready_seconds);
+        err = kop_metrics_histogram(
+            m,
+            &(kop_histogram_opts){
+                .name = "ctf_instance_ready_seconds",
+                .help = "Seconds from a Challenge's creation to its instance Running"},
+            &op->ready_seconds);
     if (!err)
         err = kop_metrics_add_collector(m, count_by_status, op);
     if (!err)

@@ -134,9 +134,11 @@ kop_err ctf_write_status(ctf_operator *op, const kop_reconcile *req, const json_
         kop_logger_log(req->log, bad ? KOP_LOG_WARN : KOP_LOG_INFO, "instance status",
                        KOP_LOG_STR("status", o->phase), KOP_LOG_STR("reason", o->reason),
                        KOP_LOG_STR("message", o->message));
-        kop_event(op->events, chal, bad ? KOP_EVENT_WARNING : KOP_EVENT_NORMAL,
-                  o->reason ? o->reason : o->phase, o->phase, "%s%s%s", o->phase,
-                  o->message[0] ? ": " : "", o->message);
+        kop_event(op->events,
+                  &(kop_event_req){.object = chal,
+                                   .type = bad ? KOP_EVENT_WARNING : KOP_EVENT_NORMAL,
+                                   .reason = o->reason ? o->reason : o->phase, .action = o->phase},
+                  "%s%s%s", o->phase, o->message[0] ? ": " : "", o->message);
         if (strcmp(o->phase, CTF_STATUS_RUNNING) == 0 && !ctf_str2(chal, "status", "startedAt"))
             kop_metric_observe(op->ready_seconds, NULL, difftime(time(NULL), ctf_created_at(chal)));
     }
