@@ -5,7 +5,7 @@
 #   lib/libkop.so.0.2.0, .so.0, .so shared library, soname libkop.so.0 (kop::kop)
 #   include/kop/*.h                 the public headers
 #   lib/pkgconfig/kop.pc            pkg-config --cflags --libs kop
-#   lib/cmake/kop/kopConfig.cmake   find_package(kop 0.1) and its version file
+#   lib/cmake/kop/kopConfig.cmake   find_package(kop 0.2) and its version file
 #   bin/ctf-operator                the CTF operator (component "operator")
 #
 # The soname's number is the major version: it changes when the ABI breaks.

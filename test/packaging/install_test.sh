@@ -6,7 +6,7 @@
 # then builds the FlightTicket example out of tree, from a copy of its
 # source, against the installed library only:
 #   - with pkg-config: cc main.c $(pkg-config --cflags --libs kop);
-#   - with CMake: find_package(kop 0.1) and kop::kop (shared) and
+#   - with CMake: find_package(kop 0.2) and kop::kop (shared) and
 #     kop::kop_static (static);
 # and runs each binary: it prints the common flags' usage (a libkop
 # function) and reports a missing kubeconfig the way libkop does.
@@ -92,7 +92,7 @@ log "CMake find_package(kop)"
 cat >"$WORK/ft/CMakeLists.txt" <<'CM'
 cmake_minimum_required(VERSION 3.22)
 project(flightticket-outside LANGUAGES C)
-find_package(kop 0.1 REQUIRED)
+find_package(kop 0.2 REQUIRED)
 add_executable(ft-cmake main.c)
 target_link_libraries(ft-cmake PRIVATE kop::kop)
 add_executable(ft-cmake-static main.c)
@@ -106,7 +106,7 @@ readelf -d "$WORK/ft/build/ft-cmake" | grep -q "NEEDED.*\[libkop.so.$major\]" ||
 readelf -d "$WORK/ft/build/ft-cmake-static" | grep -q 'NEEDED.*libkop' && fail "ft-cmake-static needs libkop.so"
 run_example "$WORK/ft/build/ft-cmake" # CMake's build RPATH finds the prefix's libkop.so
 run_example "$WORK/ft/build/ft-cmake-static"
-sed -i 's/find_package(kop 0.1 REQUIRED)/find_package(kop 9.0 REQUIRED)/' "$WORK/ft/CMakeLists.txt"
+sed -i 's/find_package(kop 0.2 REQUIRED)/find_package(kop 9.0 REQUIRED)/' "$WORK/ft/CMakeLists.txt"
 if cmake -S "$WORK/ft" -B "$WORK/ft/build-v9" -G Ninja -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null 2>&1; then
     fail "find_package(kop 9.0) accepted version $version"
 fi
