@@ -13,14 +13,15 @@
  *      are read here once, so a broken path fails at load time with the
  *      file and field named, not at the first request.
  *
- * After that the static part of a kop_config never changes. Credentials are
- * read under cfg->mu at kop_config_credentials time: token, certificate and
- * key files through a "watched file" that stats the file at most once a
- * second and re-reads it when its identity changed (Kubernetes rotates
- * projected tokens by swapping a symlink, which changes the inode), and exec
- * plugins through config_exec.c with the answer cached until shortly before
- * it expires. The workload is one config per process and a credentials call
- * per request, so the common path is a lock, a clock read and a few copies.
+ * After that the static part of a kop_config never changes; the files
+ * that hold credentials are watched, and the credentials are read at
+ * request time, by config_credentials.c. In-cluster configuration (the
+ * pod's service account) makes the same kop_config without a kubeconfig.
+ *
+ * Invariants: a kop_config handed out has a server URL with a scheme and
+ * no trailing slash, a context (possibly ""), a namespace, and, unless
+ * parse_only, every file its user names read once successfully; a failed
+ * load frees what it built and hands out NULL.
  */
 #define _GNU_SOURCE /* asprintf */
 #include <errno.h>
@@ -46,7 +47,6 @@
 
 #define DEFAULT_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 #define MEMORY_ORIGIN  "<memory>"
-#define RECHECK_NS     1000000000LL /* token and certificate files: stat at most once a second */
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -64,11 +64,11 @@ kop_err kop__config_fail(kop_status *st, kop_err err, const char *fmt, ...)
 }
 
 /*
- * read_file reads all of path into b (reset first), failing with KOP_ETOOBIG
+ * kop__config_read_file reads all of path into b (reset first), failing with KOP_ETOOBIG
  * past max bytes and KOP_EIO otherwise, *eno holding errno. Any file type
  * is accepted (a kubeconfig may come from a pipe, <(...)).
  */
-static kop_err read_file(const char *path, size_t max, kop_buf *b, int *eno)
+kop_err kop__config_read_file(const char *path, size_t max, kop_buf *b, int *eno)
 {
     kop_err err = KOP_OK;
     char chunk[8192];
@@ -102,9 +102,9 @@ out:
     return err;
 }
 
-/* file_fail explains a read_file failure of path, prefixed by what. */
-static kop_err file_fail(kop_status *st, kop_err err, int eno, const char *what, const char *path,
-                         size_t max)
+/* kop__config_file_fail explains a kop__config_read_file failure of path, prefixed by what. */
+kop_err kop__config_file_fail(kop_status *st, kop_err err, int eno, const char *what,
+                              const char *path, size_t max)
 {
     if (err == KOP_ETOOBIG)
         return fail(st, err, "%s: %s: larger than the %zu KiB cap", what, path, max >> 10);
@@ -113,9 +113,9 @@ static kop_err file_fail(kop_status *st, kop_err err, int eno, const char *what,
     return fail(st, err, "%s: %s: %s", what, path, kop_strerror(err));
 }
 
-/* trim_space removes leading and trailing ASCII whitespace of the len bytes
+/* kop__config_trim_space removes leading and trailing ASCII whitespace of the len bytes
  * at s in place, NUL-terminates the rest and returns its length. */
-static size_t trim_space(char *s, size_t len)
+size_t kop__config_trim_space(char *s, size_t len)
 {
     size_t a = 0;
     while (len > 0 && kop__is_space(s[len - 1]))
@@ -127,9 +127,9 @@ static size_t trim_space(char *s, size_t len)
     return len - a;
 }
 
-/* token_ok tells whether a bearer token can go into an HTTP header as is:
+/* kop__config_token_ok tells whether a bearer token can go into an HTTP header as is:
  * no control characters (a CR or LF would inject headers). */
-static bool token_ok(const char *s, size_t len)
+bool kop__config_token_ok(const char *s, size_t len)
 {
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -147,7 +147,7 @@ static kop_err load_file(kop__kc_set *set, const char *path, bool missing_ok, bo
     kop_buf b;
     int eno = 0;
     kop_buf_init(&b, KOP__KUBECONFIG_MAX);
-    kop_err err = read_file(path, KOP__KUBECONFIG_MAX, &b, &eno);
+    kop_err err = kop__config_read_file(path, KOP__KUBECONFIG_MAX, &b, &eno);
     if (found)
         *found = !(err == KOP_EIO && eno == ENOENT);
     if (err == KOP_EIO && eno == ENOENT && missing_ok) {
@@ -195,54 +195,6 @@ out:
 
 /* ---- the resolved configuration ----------------------------------------- */
 
-/*
- * wfile is a credential file watched for rotation. data is the last good
- * contents; the identity fields are the stat taken before that read, so a
- * change racing with the read is seen at the next check.
- */
-struct wfile {
-    char *path;        /* NULL: not used */
-    const char *field; /* "tokenFile", for messages */
-    size_t max;
-    bool is_token;     /* trim whitespace, refuse empty */
-    char *data;
-    size_t len;
-    dev_t dev;
-    ino_t ino;
-    off_t size;
-    struct timespec mtime;
-    int64_t checked_ns; /* monotonic time of the last stat */
-};
-
-struct kop_config {
-    char *context;
-    char *server;
-    char *ns;
-    char *tls_server_name;
-    bool insecure;
-    char *ca;
-    size_t ca_len;
-    bool parse_only;
-    char *user_where; /* "FILE: users[name=x]", prefix of credential errors */
-
-    pthread_mutex_t mu; /* guards everything below */
-    char *token;
-    char *cert_data, *key_data;
-    size_t cert_len, key_len;
-    struct wfile token_file, cert_file, key_file;
-    kop__exec_spec *exec;
-    kop__exec_cred exec_cred;
-    bool exec_cached;
-    bool invalidated;
-    int exec_timeout_ms;
-};
-
-static void wfile_fini(struct wfile *f)
-{
-    free(f->path);
-    free(f->data);
-}
-
 static kop_config *config_new(void)
 {
     kop_config *cfg = calloc(1, sizeof *cfg);
@@ -269,83 +221,13 @@ void kop_config_free(kop_config *cfg)
     free(cfg->token);
     free(cfg->cert_data);
     free(cfg->key_data);
-    wfile_fini(&cfg->token_file);
-    wfile_fini(&cfg->cert_file);
-    wfile_fini(&cfg->key_file);
+    kop__wfile_fini(&cfg->token_file);
+    kop__wfile_fini(&cfg->cert_file);
+    kop__wfile_fini(&cfg->key_file);
     kop__exec_spec_free(cfg->exec);
     kop__exec_cred_fini(&cfg->exec_cred);
     pthread_mutex_destroy(&cfg->mu);
     free(cfg);
-}
-
-static kop_err wfile_refresh(kop_config *cfg, struct wfile *f, bool force, kop_status *st);
-
-/* wfile_set starts watching path (taken over by f) and reads it once,
- * unless parse_only. */
-static kop_err wfile_set(kop_config *cfg, struct wfile *f, char **path, const char *fieldname,
-                         size_t max, bool is_token, kop_status *st)
-{
-    f->path = *path;
-    *path = NULL;
-    f->field = fieldname;
-    f->max = max;
-    f->is_token = is_token;
-    return cfg->parse_only ? KOP_OK : wfile_refresh(cfg, f, true, st);
-}
-
-/*
- * wfile_refresh brings f->data up to date: a stat at most once a second
- * (always when force), a read when the identity changed. A failure with a
- * previous good value keeps serving it (client-go's CachedFileTokenSource
- * does the same); with none it is an error naming the file and field.
- */
-static kop_err wfile_refresh(kop_config *cfg, struct wfile *f, bool force, kop_status *st)
-{
-    struct stat sb;
-    kop_buf b;
-    int eno = 0;
-    kop_err err = KOP_OK;
-    int64_t now = kop_mono_ns();
-    kop_buf_init(&b, f->max);
-    if (f->data && !force && now - f->checked_ns < RECHECK_NS)
-        return KOP_OK;
-    if (stat(f->path, &sb) != 0) {
-        eno = errno;
-        err = KOP_EIO;
-        goto bad;
-    }
-    f->checked_ns = now;
-    if (f->data && sb.st_dev == f->dev && sb.st_ino == f->ino && sb.st_size == f->size &&
-        sb.st_mtim.tv_sec == f->mtime.tv_sec && sb.st_mtim.tv_nsec == f->mtime.tv_nsec)
-        return KOP_OK;
-    if ((err = read_file(f->path, f->max, &b, &eno)))
-        goto bad;
-    if (f->is_token) {
-        b.len = trim_space(b.data, b.len);
-        if (b.len == 0 || !token_ok(b.data, b.len)) {
-            err = KOP_ECREDENTIALS;
-            goto bad;
-        }
-    }
-    free(f->data);
-    f->data = kop_buf_take(&b, &f->len);
-    f->dev = sb.st_dev;
-    f->ino = sb.st_ino;
-    f->size = sb.st_size;
-    f->mtime = sb.st_mtim;
-    return f->data ? KOP_OK : KOP_ENOMEM;
-bad:
-    kop_buf_fini(&b);
-    if (f->data) {
-        f->checked_ns = now;
-        return KOP_OK;
-    }
-    if (err == KOP_ECREDENTIALS)
-        return fail(st, err, "%s.%s: %s: empty, or not a valid token", cfg->user_where, f->field,
-                    f->path);
-    char what[400];
-    snprintf(what, sizeof what, "%s.%s", cfg->user_where, f->field);
-    return file_fail(st, err, eno, what, f->path, f->max);
 }
 
 /* set_server normalises and stores a cluster's server URL. */
@@ -395,11 +277,11 @@ static kop_err use_cluster(kop_config *cfg, kop__kc_cluster *c, kop_status *st)
         kop_buf b;
         int eno = 0;
         kop_buf_init(&b, KOP__PEM_MAX);
-        err = read_file(c->ca_file, KOP__PEM_MAX, &b, &eno);
+        err = kop__config_read_file(c->ca_file, KOP__PEM_MAX, &b, &eno);
         if (err) {
             kop_buf_fini(&b);
             snprintf(w + strlen(w), sizeof w - strlen(w), ".certificate-authority");
-            return file_fail(st, err, eno, w, c->ca_file, KOP__PEM_MAX);
+            return kop__config_file_fail(st, err, eno, w, c->ca_file, KOP__PEM_MAX);
         }
         cfg->ca = kop_buf_take(&b, &cfg->ca_len);
         if (!cfg->ca)
@@ -462,20 +344,20 @@ static kop_err use_user(kop_config *cfg, kop__kc_user *u, kop_status *st)
         return err;
     cfg->exec = u->exec;
     u->exec = NULL;
-    if (u->token && !token_ok(u->token, strlen(u->token)))
+    if (u->token && !kop__config_token_ok(u->token, strlen(u->token)))
         return fail(st, KOP_ECONFIG, "%s.token: contains control characters", w);
     if (u->token && u->token[0]) {
         cfg->token = u->token; /* a tokenFile, when also given, wins (see credentials) */
         u->token = NULL;
     }
-    if (u->token_file && (err = wfile_set(cfg, &cfg->token_file, &u->token_file, "tokenFile",
+    if (u->token_file && (err = kop__wfile_set(cfg, &cfg->token_file, &u->token_file, "tokenFile",
                                           KOP__TOKEN_MAX, true, st)))
         return err;
     if (u->cert_data) {
         cfg->cert_data = u->cert_data;
         cfg->cert_len = u->cert_len;
         u->cert_data = NULL;
-    } else if (u->cert_file && (err = wfile_set(cfg, &cfg->cert_file, &u->cert_file,
+    } else if (u->cert_file && (err = kop__wfile_set(cfg, &cfg->cert_file, &u->cert_file,
                                                 "client-certificate", KOP__PEM_MAX, false, st))) {
         return err;
     }
@@ -483,7 +365,7 @@ static kop_err use_user(kop_config *cfg, kop__kc_user *u, kop_status *st)
         cfg->key_data = u->key_data;
         cfg->key_len = u->key_len;
         u->key_data = NULL;
-    } else if (u->key_file && (err = wfile_set(cfg, &cfg->key_file, &u->key_file, "client-key",
+    } else if (u->key_file && (err = kop__wfile_set(cfg, &cfg->key_file, &u->key_file, "client-key",
                                                KOP__PEM_MAX, false, st))) {
         return err;
     }
@@ -662,8 +544,8 @@ static char *in_cluster_ns(const char *dir)
     kop_buf_init(&b, 256);
     if (env && env[0])
         return strdup(env);
-    if ((path = in_cluster_path(dir, "namespace")) && !read_file(path, 256, &b, &eno) &&
-        trim_space(b.data, b.len) > 0)
+    if ((path = in_cluster_path(dir, "namespace")) && !kop__config_read_file(path, 256, &b, &eno) &&
+        kop__config_trim_space(b.data, b.len) > 0)
         ns = strdup(b.data);
     else
         ns = strdup("default");
@@ -718,15 +600,15 @@ kop_err kop_config_in_cluster(const kop_config_opts *opts, kop_config **out, kop
     }
     /* A missing CA is an error rather than a silent fall back to the system
      * roots, which would never verify the apiserver's certificate. */
-    if ((err = read_file(ca_path, KOP__PEM_MAX, &b, &eno))) {
-        err = file_fail(st, err, eno, "in-cluster CA", ca_path, KOP__PEM_MAX);
+    if ((err = kop__config_read_file(ca_path, KOP__PEM_MAX, &b, &eno))) {
+        err = kop__config_file_fail(st, err, eno, "in-cluster CA", ca_path, KOP__PEM_MAX);
         goto out;
     }
     if (!(cfg->ca = kop_buf_take(&b, &cfg->ca_len))) {
         err = KOP_ENOMEM;
         goto out;
     }
-    err = wfile_set(cfg, &cfg->token_file, &token_path, "token", KOP__TOKEN_MAX, true, st);
+    err = kop__wfile_set(cfg, &cfg->token_file, &token_path, "token", KOP__TOKEN_MAX, true, st);
 out:
     free(ca_path);
     free(token_path);
@@ -790,120 +672,4 @@ const char *kop_config_ca_pem(const kop_config *cfg, size_t *len)
     if (len)
         *len = cfg->ca ? cfg->ca_len : 0;
     return cfg->ca;
-}
-
-void kop__config_set_exec_timeout_ms(kop_config *cfg, int timeout_ms)
-{
-    pthread_mutex_lock(&cfg->mu);
-    cfg->exec_timeout_ms = timeout_ms;
-    pthread_mutex_unlock(&cfg->mu);
-}
-
-/* ---- credentials -------------------------------------------------------- */
-
-void kop_credentials_fini(kop_credentials *c)
-{
-    if (!c)
-        return;
-    free(c->token);
-    free(c->cert_pem);
-    free(c->key_pem);
-    memset(c, 0, sizeof *c);
-}
-
-/* dup_cred replaces *dst with a copy of n bytes of src (src NULL: keep). */
-static kop_err dup_cred(char **dst, size_t *dlen, const char *src, size_t n)
-{
-    if (!src)
-        return KOP_OK;
-    char *s = kop__memdup0(src, n);
-    if (!s)
-        return KOP_ENOMEM;
-    free(*dst);
-    *dst = s;
-    if (dlen)
-        *dlen = n;
-    return KOP_OK;
-}
-
-/* run_exec refreshes the cached plugin answer if it is missing, invalidated
- * or within KOP__EXEC_REFRESH_S of its expiry. Called under cfg->mu. */
-static kop_err run_exec(kop_config *cfg, bool force, kop_status *st)
-{
-    kop__exec_cred fresh;
-    time_t now = time(NULL);
-    if (cfg->exec_cached && !force &&
-        (!cfg->exec_cred.has_expiry || now + KOP__EXEC_REFRESH_S < cfg->exec_cred.expiry))
-        return KOP_OK;
-    kop__exec_cluster cl = {.server = cfg->server,
-                            .tls_server_name = cfg->tls_server_name,
-                            .insecure = cfg->insecure,
-                            .ca = cfg->ca,
-                            .ca_len = cfg->ca_len};
-    kop_err err = kop__exec_run(cfg->exec, &cl, cfg->exec_timeout_ms, cfg->user_where, &fresh, st);
-    if (err)
-        return err;
-    kop__exec_cred_fini(&cfg->exec_cred);
-    cfg->exec_cred = fresh;
-    cfg->exec_cached = true;
-    return KOP_OK;
-}
-
-kop_err kop_config_credentials(kop_config *cfg, kop_credentials *out, kop_status *st)
-{
-    kop_err err = KOP_OK;
-    kop_status_clear(st);
-    if (!out)
-        return fail(st, KOP_EINVAL, "kop_config_credentials: out is NULL");
-    memset(out, 0, sizeof *out);
-    pthread_mutex_lock(&cfg->mu);
-    bool force = cfg->invalidated;
-    if (cfg->parse_only && (cfg->token_file.path || cfg->cert_file.path || cfg->key_file.path ||
-                            cfg->exec)) {
-        err = fail(st, KOP_EINVAL, "%s: configuration loaded with parse_only: its credentials "
-                   "need a file or a plugin", cfg->user_where);
-        goto out;
-    }
-    /* Token: the file, when there is one, else the static value. */
-    if (cfg->token_file.path) {
-        if ((err = wfile_refresh(cfg, &cfg->token_file, force, st)) ||
-            (err = dup_cred(&out->token, NULL, cfg->token_file.data, cfg->token_file.len)))
-            goto out;
-    } else if (cfg->token &&
-               (err = dup_cred(&out->token, NULL, cfg->token, strlen(cfg->token)))) {
-        goto out;
-    }
-    if (cfg->cert_file.path && (err = wfile_refresh(cfg, &cfg->cert_file, force, st)))
-        goto out;
-    if (cfg->key_file.path && (err = wfile_refresh(cfg, &cfg->key_file, force, st)))
-        goto out;
-    if ((err = dup_cred(&out->cert_pem, &out->cert_len,
-                        cfg->cert_data ? cfg->cert_data : cfg->cert_file.data,
-                        cfg->cert_data ? cfg->cert_len : cfg->cert_file.len)) ||
-        (err = dup_cred(&out->key_pem, &out->key_len,
-                        cfg->key_data ? cfg->key_data : cfg->key_file.data,
-                        cfg->key_data ? cfg->key_len : cfg->key_file.len)))
-        goto out;
-    /* An exec plugin's answer overrides what it provides. */
-    if (cfg->exec) {
-        const kop__exec_cred *c = &cfg->exec_cred;
-        if ((err = run_exec(cfg, force, st)) ||
-            (err = dup_cred(&out->token, NULL, c->token, c->token ? strlen(c->token) : 0)) ||
-            (err = dup_cred(&out->cert_pem, &out->cert_len, c->cert, c->cert_len)) ||
-            (err = dup_cred(&out->key_pem, &out->key_len, c->key, c->key_len)))
-            goto out;
-    }
-    cfg->invalidated = false;
-out:
-    pthread_mutex_unlock(&cfg->mu);
-    if (err)
-        kop_credentials_fini(out);
-    return err;
-}
-
-void kop_config_invalidate_credentials(kop_config *cfg)
-{
-    pthread_mutex_lock(&cfg->mu);
-    cfg->invalidated = true;
-    pthread_mutex_unlock(&cfg->mu);
 }

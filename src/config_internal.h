@@ -1,25 +1,29 @@
 /*
- * config_internal.h - what the config module's three files share.
+ * config_internal.h - what the config module's four files share.
  *
  *   config_parse.c  kubeconfig text -> kop__kc_set: the merged clusters,
  *                   users and contexts of one or more documents. Pure: it
  *                   reads no file and runs nothing.
  *   config.c        the public API: finds and reads the files, selects a
- *                   context into a kop_config, in-cluster configuration,
- *                   and the credential cache under its lock.
+ *                   context into a kop_config, in-cluster configuration.
+ *   config_credentials.c  the watched credential files and the
+ *                   credential cache under cfg->mu, read per request.
  *   config_exec.c   runs an exec plugin once and reads its ExecCredential;
  *                   stateless, so the cache stays in one place.
  */
 #ifndef KOP_CONFIG_INTERNAL_H
 #define KOP_CONFIG_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <time.h>
 
+#include "kop/buf.h"
 #include "kop/config.h"
 #include "kop/err.h"
 
@@ -153,6 +157,75 @@ typedef struct kop__exec_cred {
     bool has_expiry;
     time_t expiry; /* UTC, valid when has_expiry */
 } kop__exec_cred;
+
+/* ---- the resolved configuration (config.c, config_credentials.c) ------------- */
+
+/*
+ * kop__wfile is a credential file watched for rotation. data is the last good
+ * contents; the identity fields are the stat taken before that read, so a
+ * change racing with the read is seen at the next check.
+ */
+struct kop__wfile {
+    char *path;        /* NULL: not used */
+    const char *field; /* "tokenFile", for messages */
+    size_t max;
+    bool is_token;     /* trim whitespace, refuse empty */
+    char *data;
+    size_t len;
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    int64_t checked_ns; /* monotonic time of the last stat */
+};
+
+/* kop_config: the resolved configuration (opaque in kop/config.h). */
+struct kop_config {
+    char *context;
+    char *server;
+    char *ns;
+    char *tls_server_name;
+    bool insecure;
+    char *ca;
+    size_t ca_len;
+    bool parse_only;
+    char *user_where; /* "FILE: users[name=x]", prefix of credential errors */
+
+    pthread_mutex_t mu; /* guards everything below */
+    char *token;
+    char *cert_data, *key_data;
+    size_t cert_len, key_len;
+    struct kop__wfile token_file, cert_file, key_file;
+    kop__exec_spec *exec;
+    kop__exec_cred exec_cred;
+    bool exec_cached;
+    bool invalidated;
+    int exec_timeout_ms;
+};
+
+/* kop__config_read_file reads all of path into b (reset first): KOP_ETOOBIG
+ * past max bytes, KOP_EIO otherwise with *eno holding errno. */
+kop_err kop__config_read_file(const char *path, size_t max, kop_buf *b, int *eno);
+
+/* kop__config_file_fail explains a kop__config_read_file failure of path, prefixed by what. */
+kop_err kop__config_file_fail(kop_status *st, kop_err err, int eno, const char *what,
+                              const char *path, size_t max);
+
+/* kop__config_trim_space trims ASCII whitespace of s (len bytes) in place; returns the length. */
+size_t kop__config_trim_space(char *s, size_t len);
+
+/* kop__config_token_ok tells whether a bearer token has no control characters. */
+bool kop__config_token_ok(const char *s, size_t len);
+
+/*
+ * kop__wfile_set starts watching path (taken over by f) as cfg's fieldname
+ * and reads it once, unless parse_only (config_credentials.c).
+ */
+kop_err kop__wfile_set(kop_config *cfg, struct kop__wfile *f, char **path, const char *fieldname,
+                       size_t max, bool is_token, kop_status *st);
+
+/* kop__wfile_fini frees what f holds. */
+void kop__wfile_fini(struct kop__wfile *f);
 
 /* ---- helpers -------------------------------------------------------------- */
 

@@ -1,14 +1,16 @@
 /*
  * workqueue.c - the work queue between event handlers and reconcile workers
- * (see kop/workqueue.h), with client-go's semantics.
+ * (see kop/workqueue.h), with client-go's semantics: the handle, the
+ * records, and the public operations. The module's other files are listed
+ * in workqueue_internal.h.
  *
  * Workload: informer event handlers add keys at up to thousands per second,
  * mostly keys already queued (an object changes several times before a
  * worker gets to it); a handful of workers take them; failed reconciles come
  * back through add_rate_limited, requeue-after results through add_after.
  * So dedup and done are O(1); adds, raises and gets are O(log n) in the
- * keys queued (the ready heap), and the timer heap's operations O(log n) in
- * the keys held back.
+ * keys queued (the ready heap, workqueue_ready.c), and the timer heap's
+ * operations O(log n) in the keys held back (workqueue_delay.c).
  *
  * One record per key the queue knows about, in libkop's hash map
  * (map_internal.h), which borrows the key the record carries, so a key is
@@ -27,29 +29,12 @@
  *               wait_prio;
  *   requeues    rate-limited adds since the last forget (the backoff exponent).
  *
- * The ready heap is a binary max-heap on (prio, then the lower seq), both
- * copied into its array (struct slot) so that sifting touches no record:
- * seq numbers each entry into the queued state, so one priority is FIFO,
- * and a raise (a higher prio, same seq) is a sift up. Its array is reserved to
- * hold every record (lookup grows it before a record is made), so queueing
- * never allocates and cannot fail, also at done. The age list links the
- * queued keys in seq order (doubly, for O(1) removal): its head is the
- * oldest queued key, which starvation_limit hands out after that many keys
- * in a row went ahead of it (bounded share: low priorities get at least one
- * handout in starvation_limit + 1 while they wait, oldest first).
- *
- * The number of records is capped at opts.max_keys (default 1,000,000;
- * client-go has no cap): beyond it, adds of new keys are dropped and counted
- * in kop_workqueue_dropped_total, so a flood of distinct keys cannot take
- * all memory. The dropped keys themselves are remembered in a second,
- * capped set (map plus FIFO list, opts.max_dropped, default 4,096) and
- * queued again, oldest drop first, each time a record is released and makes
- * room. A controller's resync (every cached object enqueued again) cannot
- * do that for an object deleted meanwhile: no longer cached, its key would
- * be lost and its cleanup never run. A key that finds that set full too is
- * forgotten and counted (kop_workqueue_take_forgotten), which the controller
- * polls and answers with a resync: past both caps only live objects are
- * made good.
+ * Invariants, asserted: a record is freed only when none of that state is
+ * set, and never while queued; one in flight per key: a key handed out is
+ * not queued again until done (done pushes it if it was added meanwhile);
+ * no worker holds a key when the queue is freed. The number of records is
+ * capped at opts.max_keys; adds beyond it are dropped, counted and
+ * remembered (workqueue_dropped.c).
  *
  * One mutex guards everything. Three condition variables: ready (getters
  * wait for a queued key), timer (the timer thread waits for the earliest
@@ -59,11 +44,9 @@
  * registry's collect lock, and nothing here takes a registry lock while
  * holding q->lock, so there is no cycle.
  */
-#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -71,102 +54,11 @@
 #include "kop/workqueue.h"
 #include "kop_internal.h"
 #include "map_internal.h"
-
-#define NOT_WAITING SIZE_MAX
-
-struct item {
-    bool dirty;
-    bool queued;
-    bool processing;
-    bool has_added;     /* added_ns is set */
-    int requeues;
-    int prio;           /* while dirty: the priority it waits at */
-    int wait_prio;      /* while in the timer heap: the priority it is added at */
-    size_t heap_pos;    /* index in q->heap, or NOT_WAITING */
-    size_t ready_pos;   /* while queued: index in q->ready */
-    int64_t ready_ns;   /* while waiting: when it is due */
-    int64_t added_ns;   /* when it last became dirty: queue_duration starts */
-    int64_t started_ns; /* while processing: work_duration starts */
-    struct item *older, *newer; /* the age list of queued keys */
-    struct item *prev_inflight, *next_inflight;
-    char key[];
-};
-
-/*
- * An entry of the ready heap: the order's keys are copied into the array,
- * so that sifting compares within it and touches a record only to tell it
- * its new position.
- */
-struct slot {
-    uint64_t seq; /* when it was queued, in queue order */
-    int prio;
-    struct item *it;
-};
-
-/* A dropped key, remembered until there is room for it. */
-struct dropped {
-    int prio;
-    struct dropped *next; /* FIFO, oldest drop first */
-    char key[];
-};
-
-struct kop_workqueue {
-    kop_workqueue_opts opts; /* defaults applied; opts.name points at name */
-    char *name;
-
-    pthread_mutex_t lock;
-    pthread_cond_t ready_cond; /* a key was queued, or shutdown */
-    pthread_cond_t timer_cond; /* the earliest heap time changed, or shutdown */
-    pthread_cond_t drain_cond; /* the in-flight list emptied, or shutdown */
-    pthread_t timer;
-    bool timer_started;
-    bool shutting_down;
-    bool draining;
-
-    kop__map items; /* key (borrowed from the record) -> struct item */
-    size_t nitems;
-
-    struct slot *ready;  /* max-heap on (prio, -seq) of queued keys */
-    size_t cap_ready;    /* >= nitems: pushing never allocates */
-    size_t nqueued;      /* entries of ready */
-    uint64_t next_seq;
-    struct item *oldest, *newest; /* the age list: queued keys in seq order */
-    int skips; /* keys handed out in a row while an older one waited */
-
-    struct item *inflight; /* keys handed out */
-    size_t ninflight;
-
-    struct item **heap; /* min-heap on ready_ns */
-    size_t nheap;
-    size_t cap_heap;
-
-    double tokens; /* overall token bucket; may go negative (reservations) */
-    int64_t refilled_ns;
-
-    bool dropped_since; /* an add was dropped since kop_workqueue_take_dropped */
-    kop__map dropped_keys;      /* key (borrowed from the entry) -> struct dropped */
-    struct dropped *drop_head, *drop_tail;
-    size_t ndropped;
-    size_t forgotten; /* dropped and not remembered since kop_workqueue_take_forgotten */
-    kop_metric *depth, *adds, *latency, *work, *unfinished, *longest, *retries, *dropped;
-    const char *lv[3];       /* {name, name, NULL}: name and controller */
-};
-
-/* ---- time --------------------------------------------------------------- */
-
-static int64_t now_ns(void)
-{
-    return kop_mono_ns();
-}
-
-static double seconds(int64_t ns)
-{
-    return (double)ns / 1e9;
-}
+#include "workqueue_internal.h"
 
 /* ---- the record table --------------------------------------------------- */
 
-static struct item *find(const kop_workqueue *q, const char *key)
+static struct kop__wq_item *find(const kop_workqueue *q, const char *key)
 {
     return key ? kop__map_get(&q->items, key) : NULL;
 }
@@ -182,7 +74,7 @@ static bool reserve_ready(kop_workqueue *q, size_t n)
     size_t cap = q->cap_ready ? q->cap_ready * 2 : 16;
     if (cap < n)
         cap = n;
-    struct slot *r = realloc(q->ready, cap * sizeof *r);
+    struct kop__wq_slot *r = realloc(q->ready, cap * sizeof *r);
     if (!r)
         return false;
     q->ready = r;
@@ -191,13 +83,13 @@ static bool reserve_ready(kop_workqueue *q, size_t n)
 }
 
 /*
- * lookup returns key's record, creating an idle one if needed. NULL if the
+ * kop__wq_lookup returns key's record, creating an idle one if needed. NULL if the
  * key cap is reached or memory runs out: the caller drops its add and counts
  * it.
  */
-static struct item *lookup(kop_workqueue *q, const char *key)
+struct kop__wq_item *kop__wq_lookup(kop_workqueue *q, const char *key)
 {
-    struct item *it = kop__map_get(&q->items, key);
+    struct kop__wq_item *it = kop__map_get(&q->items, key);
     if (it)
         return it;
     if (q->nitems >= q->opts.max_keys || !reserve_ready(q, q->nitems + 1))
@@ -207,7 +99,7 @@ static struct item *lookup(kop_workqueue *q, const char *key)
     if (!it)
         return NULL;
     memcpy(it->key, key, len + 1);
-    it->heap_pos = NOT_WAITING;
+    it->heap_pos = KOP__WQ_NOT_WAITING;
     if (kop__map_put(&q->items, it->key, it, NULL) != KOP_OK) {
         free(it);
         return NULL;
@@ -216,13 +108,11 @@ static struct item *lookup(kop_workqueue *q, const char *key)
     return it;
 }
 
-static void readmit_dropped(kop_workqueue *q);
-
-/* release frees it if nothing about it remains to remember, then gives its
+/* kop__wq_release_if_idle frees it if nothing about it remains to remember, then gives its
  * room to the oldest dropped key. */
-static void release_if_idle(kop_workqueue *q, struct item *it)
+void kop__wq_release_if_idle(kop_workqueue *q, struct kop__wq_item *it)
 {
-    if (it->dirty || it->processing || it->heap_pos != NOT_WAITING || it->requeues > 0)
+    if (it->dirty || it->processing || it->heap_pos != KOP__WQ_NOT_WAITING || it->requeues > 0)
         return;
     KOP_ASSERT(!it->queued);
     void *was = kop__map_remove(&q->items, it->key);
@@ -231,381 +121,7 @@ static void release_if_idle(kop_workqueue *q, struct item *it)
     q->nitems--;
     free(it);
     kop__map_shrink(&q->items);
-    readmit_dropped(q);
-}
-
-/* ---- the ready heap and the age list ------------------------------------ */
-
-/* before tells whether a goes out before b: the higher priority, then the older. */
-static bool before(const struct slot *a, const struct slot *b)
-{
-    return a->prio > b->prio || (a->prio == b->prio && a->seq < b->seq);
-}
-
-static void ready_set(kop_workqueue *q, size_t pos, struct slot s)
-{
-    q->ready[pos] = s;
-    s.it->ready_pos = pos;
-}
-
-static void ready_up(kop_workqueue *q, size_t pos)
-{
-    struct slot s = q->ready[pos];
-    while (pos > 0) {
-        size_t parent = (pos - 1) / 2;
-        if (!before(&s, &q->ready[parent]))
-            break;
-        ready_set(q, pos, q->ready[parent]);
-        pos = parent;
-    }
-    ready_set(q, pos, s);
-}
-
-static void ready_down(kop_workqueue *q, size_t pos)
-{
-    struct slot s = q->ready[pos];
-    for (;;) {
-        size_t child = 2 * pos + 1;
-        if (child >= q->nqueued)
-            break;
-        if (child + 1 < q->nqueued && before(&q->ready[child + 1], &q->ready[child]))
-            child++;
-        if (!before(&q->ready[child], &s))
-            break;
-        ready_set(q, pos, q->ready[child]);
-        pos = child;
-    }
-    ready_set(q, pos, s);
-}
-
-/* ready_raise sets the priority of it, queued, to the higher prio. */
-static void ready_raise(kop_workqueue *q, struct item *it, int prio)
-{
-    q->ready[it->ready_pos].prio = prio;
-    ready_up(q, it->ready_pos);
-}
-
-/* depth_add moves the workqueue_depth series of priority prio by delta. */
-static void depth_add(kop_workqueue *q, int prio, double delta)
-{
-    if (!q->depth)
-        return;
-    char p[16];
-    snprintf(p, sizeof p, "%d", prio);
-    const char *lv[] = {q->name, q->name, p, NULL};
-    kop_metric_add(q->depth, lv, delta);
-}
-
-/* push queues it: into the ready heap (room is reserved) and at the young end of the age list. */
-static void push(kop_workqueue *q, struct item *it)
-{
-    KOP_ASSERT(it->dirty && !it->processing && !it->queued && q->nqueued < q->cap_ready);
-    it->queued = true;
-    it->newer = NULL;
-    it->older = q->newest;
-    if (q->newest)
-        q->newest->newer = it;
-    else
-        q->oldest = it;
-    q->newest = it;
-    ready_set(q, q->nqueued++, (struct slot){.seq = q->next_seq++, .prio = it->prio, .it = it});
-    ready_up(q, it->ready_pos);
-    pthread_cond_signal(&q->ready_cond);
-}
-
-/* unqueue takes it out of the ready heap and the age list. */
-static void unqueue(kop_workqueue *q, struct item *it)
-{
-    KOP_ASSERT(it->queued && q->ready[it->ready_pos].it == it);
-    size_t pos = it->ready_pos;
-    struct slot last = q->ready[--q->nqueued];
-    if (last.it != it) {
-        ready_set(q, pos, last);
-        if (pos > 0 && before(&last, &q->ready[(pos - 1) / 2]))
-            ready_up(q, pos);
-        else
-            ready_down(q, pos);
-    }
-    if (it->older)
-        it->older->newer = it->newer;
-    else
-        q->oldest = it->newer;
-    if (it->newer)
-        it->newer->older = it->older;
-    else
-        q->newest = it->older;
-    it->older = it->newer = NULL;
-    it->queued = false;
-}
-
-/*
- * next_out picks the key to hand out: the first in priority order, unless
- * starvation_limit keys in a row went out ahead of the oldest queued key;
- * then the oldest.
- */
-static struct item *next_out(kop_workqueue *q)
-{
-    struct item *it = q->ready[0].it;
-    if (it != q->oldest && q->opts.starvation_limit >= 0 && q->skips >= q->opts.starvation_limit)
-        it = q->oldest;
-    if (it == q->oldest)
-        q->skips = 0;
-    else
-        q->skips++;
-    return it;
-}
-
-/* ---- the timer heap ----------------------------------------------------- */
-
-static void heap_set(kop_workqueue *q, size_t pos, struct item *it)
-{
-    q->heap[pos] = it;
-    it->heap_pos = pos;
-}
-
-static void sift_up(kop_workqueue *q, size_t pos)
-{
-    struct item *it = q->heap[pos];
-    while (pos > 0) {
-        size_t parent = (pos - 1) / 2;
-        if (q->heap[parent]->ready_ns <= it->ready_ns)
-            break;
-        heap_set(q, pos, q->heap[parent]);
-        pos = parent;
-    }
-    heap_set(q, pos, it);
-}
-
-static void sift_down(kop_workqueue *q, size_t pos)
-{
-    struct item *it = q->heap[pos];
-    for (;;) {
-        size_t child = 2 * pos + 1;
-        if (child >= q->nheap)
-            break;
-        if (child + 1 < q->nheap && q->heap[child + 1]->ready_ns < q->heap[child]->ready_ns)
-            child++;
-        if (it->ready_ns <= q->heap[child]->ready_ns)
-            break;
-        heap_set(q, pos, q->heap[child]);
-        pos = child;
-    }
-    heap_set(q, pos, it);
-}
-
-static struct item *heap_pop(kop_workqueue *q)
-{
-    struct item *top = q->heap[0];
-    top->heap_pos = NOT_WAITING;
-    if (--q->nheap > 0) {
-        heap_set(q, 0, q->heap[q->nheap]);
-        sift_down(q, 0);
-    }
-    return top;
-}
-
-/*
- * schedule makes it due at ready_ns, or earlier if it already waits for an
- * earlier time, to be added at prio or the higher priority it already
- * waits with. Wakes the timer thread when the earliest time changed.
- * Returns false (the add is dropped) when the heap cannot grow.
- */
-static bool schedule(kop_workqueue *q, struct item *it, int64_t ready_ns, int prio)
-{
-    if (it->heap_pos != NOT_WAITING) {
-        if (prio > it->wait_prio)
-            it->wait_prio = prio; /* the higher priority wins */
-        if (ready_ns >= it->ready_ns)
-            return true; /* the earlier time wins */
-        it->ready_ns = ready_ns;
-        sift_up(q, it->heap_pos);
-    } else {
-        if (q->nheap == q->cap_heap) {
-            size_t n = q->cap_heap ? q->cap_heap * 2 : 16;
-            struct item **h = realloc(q->heap, n * sizeof *h);
-            if (!h)
-                return false;
-            q->heap = h;
-            q->cap_heap = n;
-        }
-        it->ready_ns = ready_ns;
-        it->wait_prio = prio;
-        heap_set(q, q->nheap++, it);
-        sift_up(q, it->heap_pos);
-    }
-    if (it->heap_pos == 0)
-        pthread_cond_signal(&q->timer_cond);
-    return true;
-}
-
-/* ---- queue operations, with q->lock held -------------------------------- */
-
-/*
- * remember keeps a dropped key to queue again once there is room (the
- * highest priority it was dropped with), or counts it as forgotten.
- */
-static void remember(kop_workqueue *q, const char *key, int prio)
-{
-    struct dropped *d = kop__map_get(&q->dropped_keys, key);
-    if (d) {
-        if (prio > d->prio)
-            d->prio = prio;
-        return;
-    }
-    size_t len = strlen(key);
-    if (q->ndropped >= q->opts.max_dropped || !(d = malloc(sizeof *d + len + 1))) {
-        q->forgotten++;
-        return;
-    }
-    memcpy(d->key, key, len + 1);
-    d->prio = prio;
-    d->next = NULL;
-    if (kop__map_put(&q->dropped_keys, d->key, d, NULL) != KOP_OK) {
-        free(d);
-        q->forgotten++;
-        return;
-    }
-    if (q->drop_tail)
-        q->drop_tail->next = d;
-    else
-        q->drop_head = d;
-    q->drop_tail = d;
-    q->ndropped++;
-}
-
-/* count_dropped counts an add of key refused, raises the flag and remembers the key. */
-static void count_dropped(kop_workqueue *q, const char *key, int prio)
-{
-    kop_metric_inc(q->dropped, q->lv);
-    q->dropped_since = true;
-    remember(q, key, prio);
-}
-
-/*
- * add_locked marks it dirty at prio (or the higher priority it is held
- * back with) and queues it unless a worker holds it; a key dirty already is
- * only raised, never lowered.
- */
-static void add_locked(kop_workqueue *q, struct item *it, int prio)
-{
-    if (it->heap_pos != NOT_WAITING && it->wait_prio > prio)
-        prio = it->wait_prio; /* one key, one item: its highest priority */
-    if (it->dirty) { /* queued already, or will be at done */
-        if (prio > it->prio) {
-            depth_add(q, it->prio, -1);
-            depth_add(q, prio, 1);
-            it->prio = prio;
-            if (it->queued)
-                ready_raise(q, it, prio);
-        }
-        return;
-    }
-    it->dirty = true;
-    it->prio = prio;
-    if (!it->has_added) {
-        it->added_ns = now_ns();
-        it->has_added = true;
-    }
-    kop_metric_inc(q->adds, q->lv);
-    depth_add(q, prio, 1);
-    if (!it->processing)
-        push(q, it);
-}
-
-/*
- * readmit_dropped queues remembered dropped keys, oldest drop first, while
- * there is room for them. A key that cannot get a record (no memory) stays
- * first in line for the next release.
- */
-static void readmit_dropped(kop_workqueue *q)
-{
-    while (q->drop_head && !q->shutting_down) {
-        struct dropped *d = q->drop_head;
-        struct item *it = lookup(q, d->key);
-        if (!it)
-            return;
-        q->drop_head = d->next;
-        if (!q->drop_head)
-            q->drop_tail = NULL;
-        q->ndropped--;
-        void *was = kop__map_remove(&q->dropped_keys, d->key);
-        KOP_ASSERT(was == d);
-        (void)was;
-        add_locked(q, it, d->prio);
-        free(d);
-    }
-    kop__map_shrink(&q->dropped_keys);
-}
-
-/* add_after_locked counts a retry, then adds it at prio now or at now + delay_ns. */
-static void add_after_locked(kop_workqueue *q, struct item *it, int64_t delay_ns, int prio)
-{
-    kop_metric_inc(q->retries, q->lv);
-    if (delay_ns <= 0) {
-        add_locked(q, it, prio);
-        return;
-    }
-    if (!schedule(q, it, now_ns() + delay_ns, prio)) {
-        count_dropped(q, it->key, prio);
-        release_if_idle(q, it);
-    }
-}
-
-/* backoff_ns is the per-key delay for the next retry: base * 2^requeues,
- * capped; doubling stops at the cap, so any requeue count is safe. */
-static int64_t backoff_ns(const kop_workqueue *q, int requeues)
-{
-    double max = (double)q->opts.max_delay_ms * 1e6;
-    double d = (double)q->opts.base_delay_ms * 1e6;
-    for (int i = 0; i < requeues && d < max; i++)
-        d *= 2;
-    return (int64_t)(d < max ? d : max);
-}
-
-/* bucket_ns reserves one token of the overall bucket and returns how long
- * to wait for it (golang.org/x/time/rate's Reserve().Delay()). */
-static int64_t bucket_ns(kop_workqueue *q)
-{
-    if (q->opts.qps < 0)
-        return 0;
-    int64_t now = now_ns();
-    q->tokens += seconds(now - q->refilled_ns) * q->opts.qps;
-    if (q->tokens > q->opts.burst)
-        q->tokens = q->opts.burst;
-    q->refilled_ns = now;
-    q->tokens -= 1;
-    return q->tokens < 0 ? (int64_t)(-q->tokens / q->opts.qps * 1e9) : 0;
-}
-
-/* ---- timer thread ------------------------------------------------------- */
-
-static struct timespec to_timespec(int64_t ns)
-{
-    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000), .tv_nsec = (long)(ns % 1000000000)};
-    return ts;
-}
-
-/* timer_main moves due keys from the heap to the queue, then sleeps until
- * the next one is due or schedule() announces an earlier one. */
-static void *timer_main(void *arg)
-{
-    kop_workqueue *q = arg;
-    pthread_mutex_lock(&q->lock);
-    while (!q->shutting_down) {
-        int64_t now = now_ns();
-        while (q->nheap > 0 && q->heap[0]->ready_ns <= now) {
-            struct item *it = heap_pop(q);
-            add_locked(q, it, it->wait_prio);
-        }
-        if (q->nheap == 0) {
-            pthread_cond_wait(&q->timer_cond, &q->lock);
-        } else {
-            struct timespec due = to_timespec(q->heap[0]->ready_ns);
-            pthread_cond_timedwait(&q->timer_cond, &q->lock, &due);
-        }
-    }
-    pthread_mutex_unlock(&q->lock);
-    return NULL;
+    kop__wq_readmit_dropped(q);
 }
 
 /* ---- metrics ------------------------------------------------------------ */
@@ -617,9 +133,9 @@ static void collect(void *user)
     kop_workqueue *q = user;
     double total = 0, longest = 0;
     pthread_mutex_lock(&q->lock);
-    int64_t now = now_ns();
-    for (struct item *it = q->inflight; it; it = it->next_inflight) {
-        double age = seconds(now - it->started_ns);
+    int64_t now = kop_mono_ns();
+    for (struct kop__wq_item *it = q->inflight; it; it = it->next_inflight) {
+        double age = kop__wq_seconds(now - it->started_ns);
         total += age;
         if (age > longest)
             longest = age;
@@ -752,7 +268,7 @@ kop_err kop_workqueue_new(const kop_workqueue_opts *opts, kop_workqueue **out)
     pthread_cond_init(&q->drain_cond, NULL);
     pthread_condattr_destroy(&attr);
     q->tokens = q->opts.burst;
-    q->refilled_ns = now_ns();
+    q->refilled_ns = kop_mono_ns();
 
     q->name = strdup(q->opts.name ? q->opts.name : "");
     kop__map_init_borrowing(&q->items);
@@ -766,7 +282,7 @@ kop_err kop_workqueue_new(const kop_workqueue_opts *opts, kop_workqueue **out)
         if (err)
             goto out;
     }
-    if (pthread_create(&q->timer, NULL, timer_main, q) != 0) {
+    if (pthread_create(&q->timer, NULL, kop__wq_timer_main, q) != 0) {
         err = KOP_EIO;
         goto out;
     }
@@ -784,8 +300,7 @@ static void begin_shutdown(kop_workqueue *q)
 {
     if (!q->shutting_down) {
         q->shutting_down = true;
-        while (q->nheap > 0)
-            release_if_idle(q, heap_pop(q));
+        kop__wq_drop_timers(q);
     }
     pthread_cond_broadcast(&q->ready_cond);
     pthread_cond_broadcast(&q->timer_cond);
@@ -827,26 +342,21 @@ static void add_key(kop_workqueue *q, const char *key, int prio, enum add_kind k
     pthread_mutex_lock(&q->lock);
     if (q->shutting_down)
         goto out;
-    struct item *it = lookup(q, key);
+    struct kop__wq_item *it = kop__wq_lookup(q, key);
     if (!it) {
-        count_dropped(q, key, prio);
+        kop__wq_count_dropped(q, key, prio);
         goto out;
     }
     switch (kind) {
     case ADD_NOW:
-        add_locked(q, it, prio);
+        kop__wq_add_locked(q, it, prio);
         break;
     case ADD_AFTER:
-        add_after_locked(q, it, after_ms > 0 ? (int64_t)after_ms * 1000000 : 0, prio);
+        kop__wq_add_after_locked(q, it, after_ms > 0 ? (int64_t)after_ms * 1000000 : 0, prio);
         break;
-    case ADD_RATE_LIMITED: {
-        int64_t item_ns = backoff_ns(q, it->requeues);
-        int64_t overall_ns = bucket_ns(q);
-        if (it->requeues < INT_MAX)
-            it->requeues++;
-        add_after_locked(q, it, item_ns > overall_ns ? item_ns : overall_ns, prio);
+    case ADD_RATE_LIMITED:
+        kop__wq_add_rate_limited_locked(q, it, prio);
         break;
-    }
     }
 out:
     pthread_mutex_unlock(&q->lock);
@@ -884,10 +394,10 @@ void kop_workqueue_forget(kop_workqueue *q, const char *key)
     if (!q)
         return;
     pthread_mutex_lock(&q->lock);
-    struct item *it = find(q, key);
+    struct kop__wq_item *it = find(q, key);
     if (it) {
         it->requeues = 0;
-        release_if_idle(q, it);
+        kop__wq_release_if_idle(q, it);
     }
     pthread_mutex_unlock(&q->lock);
 }
@@ -897,7 +407,7 @@ int kop_workqueue_num_requeues(kop_workqueue *q, const char *key)
     if (!q)
         return 0;
     pthread_mutex_lock(&q->lock);
-    struct item *it = find(q, key);
+    struct kop__wq_item *it = find(q, key);
     int n = it ? it->requeues : 0;
     pthread_mutex_unlock(&q->lock);
     return n;
@@ -922,17 +432,17 @@ kop_err kop_workqueue_get_with_priority(kop_workqueue *q, char **key_out, int *p
     /* Copy first, so that running out of memory leaves the queue as it was
      * (the starvation count included). */
     int skips = q->skips;
-    struct item *it = next_out(q);
+    struct kop__wq_item *it = kop__wq_next_out(q);
     char *copy = strdup(it->key);
     if (!copy) {
         q->skips = skips;
         err = KOP_ENOMEM;
         goto out;
     }
-    unqueue(q, it);
+    kop__wq_unqueue(q, it);
     KOP_ASSERT(it->dirty && !it->processing);
     it->dirty = false;
-    depth_add(q, it->prio, -1);
+    kop__wq_depth_add(q, it->prio, -1);
     it->processing = true;
     it->prev_inflight = NULL;
     it->next_inflight = q->inflight;
@@ -941,10 +451,10 @@ kop_err kop_workqueue_get_with_priority(kop_workqueue *q, char **key_out, int *p
     q->inflight = it;
     q->ninflight++;
 
-    int64_t now = now_ns();
+    int64_t now = kop_mono_ns();
     it->started_ns = now;
     if (it->has_added)
-        kop_metric_observe(q->latency, q->lv, seconds(now - it->added_ns));
+        kop_metric_observe(q->latency, q->lv, kop__wq_seconds(now - it->added_ns));
     it->has_added = false;
     if (priority_out)
         *priority_out = it->prio;
@@ -964,12 +474,12 @@ void kop_workqueue_done(kop_workqueue *q, const char *key)
     if (!q)
         return;
     pthread_mutex_lock(&q->lock);
-    struct item *it = find(q, key);
+    struct kop__wq_item *it = find(q, key);
     if (!it || !it->processing)
         goto out; /* not handed out: nothing to finish */
     /* One in flight: a key being processed is never also queued. */
     KOP_ASSERT(!it->queued && q->ninflight > 0);
-    kop_metric_observe(q->work, q->lv, seconds(now_ns() - it->started_ns));
+    kop_metric_observe(q->work, q->lv, kop__wq_seconds(kop_mono_ns() - it->started_ns));
     it->processing = false;
     if (it->prev_inflight)
         it->prev_inflight->next_inflight = it->next_inflight;
@@ -983,30 +493,12 @@ void kop_workqueue_done(kop_workqueue *q, const char *key)
      * added with meanwhile. As in client-go this holds after shutdown too,
      * since the add was accepted before it. */
     if (it->dirty)
-        push(q, it);
+        kop__wq_push(q, it);
     if (q->ninflight == 0)
         pthread_cond_broadcast(&q->drain_cond);
-    release_if_idle(q, it);
+    kop__wq_release_if_idle(q, it);
 out:
     pthread_mutex_unlock(&q->lock);
-}
-
-size_t kop_workqueue_take_forgotten(kop_workqueue *q)
-{
-    pthread_mutex_lock(&q->lock);
-    size_t n = q->forgotten;
-    q->forgotten = 0;
-    pthread_mutex_unlock(&q->lock);
-    return n;
-}
-
-bool kop_workqueue_take_dropped(kop_workqueue *q)
-{
-    pthread_mutex_lock(&q->lock);
-    bool d = q->dropped_since;
-    q->dropped_since = false;
-    pthread_mutex_unlock(&q->lock);
-    return d;
 }
 
 size_t kop_workqueue_len(kop_workqueue *q)

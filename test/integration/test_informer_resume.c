@@ -1,7 +1,8 @@
 /*
- * test_informer_torture.c - an informer whose every allocation may fail
- * (unit/torture.h) while the objects it watches change, against a real
- * apiserver (the devcluster fixture).
+ * test_informer_resume.c - an informer resumes its watch from the last
+ * event it applied: no event whose application failed is lost. Its every
+ * allocation may fail (unit/torture.h) while the objects it watches
+ * change, against a real apiserver (the devcluster fixture).
  *
  * The test's own thread is exempt, so its writes all land. The informer's
  * allocations fail (at 30% each) while it applies an event to its cache:
