@@ -11,6 +11,11 @@ from. Each team uses its own token (token may be a function of the team's
 index), as a participant's page would. The streams reuse bench/streams.py's
 client; the figures are the median, 99th percentile and maximum, and how
 many teams saw Running within DEADLINE_S. Python's asyncio, standard library only.
+
+The cells (the teams cells' claims-fresh and claims-pool): measure_claims,
+on a fresh cluster in the frame operators.measured_operator; the limit of a
+claim claims the warm namespaces make_warm_namespaces made
+(converge.measure_limit with the loader's --claim).
 """
 import asyncio
 import json
@@ -19,6 +24,10 @@ import resource
 import time
 
 import streams
+from cluster import ApiWrites, Kube, fresh_cluster, wait_pool_ready
+from common import parallel, proc_cpu, team_token
+from harness import burst_ms, quiet_gate
+from operators import measured_operator
 
 BURST_MS = 10000        # N teams press Create within 10 s
 PUT_CONCURRENCY = 32    # PUTs in flight at once
@@ -68,3 +77,47 @@ def measure(api_port, token, n, definition, out, spread_ms=BURST_MS):
     with open(os.path.join(out, "claims.json"), "w") as f:
         json.dump(res, f, indent=1)
     return res
+
+
+def make_warm_namespaces(c, n):
+    """The limit of a claim: namespaces bench-warm-<i> with a warm pool's
+    label, for the loader (--claim) to claim; made before the gate, unmeasured."""
+    kube = Kube(c.kubeconfig, os.path.join(c.dir, "harness"))
+
+    def make(i):
+        st, body = kube.request("POST", "/api/v1/namespaces", {
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "bench-warm-%05d" % i, "labels": {"ctf.kopc.io/pool": "bench"}}})
+        if st not in (200, 201):
+            raise RuntimeError(f"warm namespace {i}: HTTP {st} {body[:200]!r}")
+    parallel(make, range(n))
+
+
+def measure_claims(args, op, workload, n, out, pooled):
+    """The burst on the teams' event streams (measure), with a warm
+    pool of n (pooled) or none."""
+    os.makedirs(out, exist_ok=True)
+    # Room for the warm pods and the fresh ones a refill or a miss makes.
+    c = fresh_cluster(args, workload, n, "claims", pods_per_object=2 if pooled else 1)
+    with measured_operator(op, c, out, n, 0 if args.quick else 2) as run:
+        pid = run.pid
+        warmup_s = None
+        if pooled:
+            c.kubectl("-n", "ctf", "patch", "chaldef", "bench", "--type", "merge",
+                      "-p", json.dumps({"spec": {"pool": {"min": n}}}))
+            warmup_s = wait_pool_ready(c, n)
+            time.sleep(2)  # the pool's own writes settle before the burst
+        quiet_gate(args)
+        writes = ApiWrites(c, workload)
+        cpu0 = proc_cpu(pid)
+        s = measure(op.api_port, team_token, n, "bench", out,  # each team its own token
+                    spread_ms=burst_ms(args))
+        s.update(writes.done(0))
+        claimed = c.kubectl("get", "ns", "-l", "ctf.kopc.io/pool,ctf.kopc.io/challenge", "-o", "name")
+        s.update({"pool": n if pooled else 0, "pool_warmup_s": warmup_s,
+                  "served_from_pool": sum(1 for x in claimed.split() if x.startswith("namespace/")),
+                  "cpu_s": proc_cpu(pid) - cpu0,
+                  "cpu_ms_per_object": (proc_cpu(pid) - cpu0) * 1000 / n})
+        run.stop()
+        s["operator_exit"] = op.proc.returncode
+        return s

@@ -32,6 +32,11 @@ own reaction time) is the difference.
 The threads are plain threads (N is a real node's worth, about 50); the
 figures are the median, the 99th percentile and the maximum, and a CSV with
 one row per team (flag.csv). Standard library only.
+
+The cells (realflag-fresh, realflag-pool and realflag-floor, on a real
+node's cluster that workloads.setup_realflag prepared): measure_realflag
+and measure_limit_realflag, on a fresh cluster in the frame
+operators.measured_operator.
 """
 import csv
 import hashlib
@@ -45,6 +50,11 @@ import urllib.error
 import urllib.request
 
 import streams  # the percentiles (streams.spread)
+from cluster import ApiWrites, Kube, fresh_cluster, pool_claims, wait_pool_ready
+from common import proc_cpu, team_token
+from harness import quiet_gate
+from operators import measured_operator
+from workloads import REALFLAG_KEY
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "test", "e2e"))
@@ -189,7 +199,7 @@ def teams(api_port, token, n, definition, flag_of, out):
 def floor(kube, node_ip, n, pod_spec, flag_of, out, namespace="floor"):
     """The floor: n bare pods of pod_spec (a PodSpec with one container; its
     env FLAG set per pod to flag_of(i)), each behind a NodePort Service,
-    created together through kube (bench.py's Kube); create -> the flag read
+    created together through kube (cluster.py's Kube); create -> the flag read
     through the node port. The figures, as teams() gives them, and solo_ms:
     the same for one pod alone, made and read before the n."""
     st, body = kube.request("POST", "/api/v1/namespaces", {
@@ -230,3 +240,80 @@ def floor(kube, node_ip, n, pod_spec, flag_of, out, namespace="floor"):
     res = _figures(ts, out)
     res["solo_ms"] = solo.flag_ms
     return res
+
+
+def realflag_of(team):
+    """Team's flag in the realflag cells (the definition realflag's dynamic flag)."""
+    return dynamic_flag(REALFLAG_KEY, "realflag", team)
+
+
+def measure_realflag(args, op, workload, n, out, pooled):
+    """On a real node, N teams press Start together (teams()): the PUT ->
+    the first byte of the team's own flag through its endpoint, with a warm
+    pool of n (pooled) or none."""
+    os.makedirs(out, exist_ok=True)
+    c = fresh_cluster(args, workload, n, "realflag")
+    with measured_operator(op, c, out, n, extra=("--node-address", c.node_ip)) as run:
+        pid = run.pid
+        warmup_s = None
+        if pooled:
+            c.kubectl("-n", "ctf", "patch", "chaldef", "realflag", "--type", "merge",
+                      "-p", json.dumps({"spec": {"pool": {"min": n}}}))
+            warmup_s = wait_pool_ready(c, n, definition="realflag")
+            time.sleep(2)  # the pool's own writes settle before the teams press Start
+        quiet_gate(args)
+        writes = ApiWrites(c, workload)
+        cpu0 = proc_cpu(pid)
+        t0 = time.time()
+        s = teams(op.api_port, team_token, n, "realflag", realflag_of, out)
+        s["wall_s"] = time.time() - t0
+        s.update(writes.done(0))
+        s.update({"pool": n if pooled else 0, "pool_warmup_s": warmup_s,
+                  "served_from_pool": pool_claims(c), "cluster_start_s": c.start_s,
+                  "cpu_s": proc_cpu(pid) - cpu0,
+                  "cpu_ms_per_object": (proc_cpu(pid) - cpu0) * 1000 / n})
+        run.stop()
+        s["operator_exit"] = op.proc.returncode
+        return s
+
+def floor_pod_spec(c):
+    """The floor's PodSpec: the definition realflag's pod template (as the
+    cluster holds it) with the hardening the operator gives every instance's
+    pod (operators/ctf/core/pod.c: no token, no service links, non-root, no
+    capabilities, no privilege escalation, seccomp, a read-only root)."""
+    d = json.loads(c.kubectl("-n", "ctf", "get", "chaldef", "realflag", "-o", "json"))
+    spec = d["spec"]["pods"][0]["template"]
+    spec.update({"automountServiceAccountToken": False, "enableServiceLinks": False,
+                 "securityContext": {"runAsNonRoot": True,
+                                     "seccompProfile": {"type": "RuntimeDefault"}}})
+    for ctr in spec["containers"]:
+        ctr["securityContext"] = {
+            "allowPrivilegeEscalation": False, "privileged": False, "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"},
+            "readOnlyRootFilesystem": True}
+    return spec
+
+
+
+def measure_limit_realflag(args, workload, n, out):
+    """The floor of the realflag cells on a real node: N bare pods of the same
+    image, each behind a NodePort, created together by the harness; create
+    -> the flag through the node port (floor())."""
+    os.makedirs(out, exist_ok=True)
+    c = fresh_cluster(args, workload, n, "limit")
+    with measured_operator(None, c, out, n, start=False) as run:
+        kube = Kube(c.kubeconfig, os.path.join(c.dir, "harness"))
+        quiet_gate(args)
+        writes = ApiWrites(c, workload)
+        run.start()
+        t0 = time.time()
+        s = floor(kube, c.node_ip, n, floor_pod_spec(c), realflag_of, out)
+        s["wall_s"] = time.time() - t0
+        run.stop()
+        # The harness's Services and its namespace are the writes among an
+        # operator's resources (Pods are not among them); the Events about the
+        # pods are the control plane's, which the operators' runs are corrected by.
+        s["own_writes"] = n + 1
+        s["cluster_start_s"] = c.start_s
+        s.update(writes.done(0))
+        return s

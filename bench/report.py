@@ -144,7 +144,7 @@ LIMIT_PHASE = {"warm": "limit", "cold": "limit", "limit": "limit", "burst": "bur
 
 def api_writes_per_object(results, r):
     """Writes per object as the apiserver counted them (apiserver_request_total,
-    bench.py ApiWrites): the writes to the workload's operator resources in
+    cluster.py ApiWrites): the writes to the workload's operator resources in
     the phase, less the harness's own, less the control plane's writes to
     them (Events about Deployments and Pods, the namespace controller's
     deletions), which the limit's run of the same phase gives: its count
