@@ -235,7 +235,8 @@ kop_err kop_client_new(kop_config *cfg, const kop_client_opts *opts, kop_client 
     if (opts)
         c->opts = *opts;
     apply_defaults(&c->opts);
-    const char *ua = c->opts.user_agent ? c->opts.user_agent : "kopc/" KOP_VERSION_STRING " (libkop)";
+    const char *ua =
+        c->opts.user_agent ? c->opts.user_agent : "kopc/" KOP_VERSION_STRING " (libkop)";
     c->user_agent = strdup(ua);
     c->opts.user_agent = c->user_agent;
     for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)

@@ -260,7 +260,8 @@ static void watched_update(const json_t *old_obj, const json_t *new_obj, void *u
     struct watch_spec *w = user;
     /* A child whose owner changed must tell both owners. */
     watched(w, old_obj, KOP_PRIORITY_HIGH);
-    if (!json_equal(meta_field(old_obj, "ownerReferences"), meta_field(new_obj, "ownerReferences")) ||
+    if (!json_equal(meta_field(old_obj, "ownerReferences"),
+                    meta_field(new_obj, "ownerReferences")) ||
         w->fn)
         watched(w, new_obj, KOP_PRIORITY_HIGH);
 }

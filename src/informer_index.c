@@ -121,7 +121,8 @@ kop_err kop__informer_index_add(kop_informer *inf, const char *key, const json_t
     const char *vals[KOP_INFORMER_MAX_INDEXES * KOP_INDEX_MAX_VALUES];
     size_t counts[KOP_INFORMER_MAX_INDEXES], total = 0, bytes = 0;
     for (int i = 0; i < inf->nindexes; i++) {
-        size_t n = inf->indexes[i].fn(obj, vals + total, KOP_INDEX_MAX_VALUES, inf->indexes[i].user);
+        size_t n =
+            inf->indexes[i].fn(obj, vals + total, KOP_INDEX_MAX_VALUES, inf->indexes[i].user);
         counts[i] = n > KOP_INDEX_MAX_VALUES ? KOP_INDEX_MAX_VALUES : n;
         for (size_t j = 0; j < counts[i]; j++)
             bytes += strlen(vals[total + j]) + 1;

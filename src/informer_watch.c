@@ -215,7 +215,8 @@ static kop_err watch_once(kop_informer *inf, bool *progressed, kop_status *st)
         .allow_bookmarks = true,
         .drop_managed_fields = !inf->opts.transform, /* the default transform drops them */
     };
-    kop_err err = kop_watch_open(inf->client, &inf->opts.resource, inf->opts.namespace, &wo, &w, st);
+    kop_err err =
+        kop_watch_open(inf->client, &inf->opts.resource, inf->opts.namespace, &wo, &w, st);
     if (err)
         return err;
     pthread_mutex_lock(&inf->mu);

@@ -123,7 +123,8 @@ enum MHD_Result ctf_api_send_json(ctf_api *api, mhd_conn *conn, request *rq, uns
 enum MHD_Result ctf_api_send_error(ctf_api *api, mhd_conn *conn, request *rq, unsigned code,
                                    const char *reason, const char *message,
                                    const char *const *headers);
-/* ctf_api_send_status answers the refusal st describes (code and reason set by routes.c and auth.c). */
+/* ctf_api_send_status answers the refusal st describes (its code and reason are set by
+ * routes.c and auth.c). */
 enum MHD_Result ctf_api_send_status(ctf_api *api, mhd_conn *conn, request *rq,
                                     const kop_status *st);
 /* ctf_api_send_unavailable: 503 with Retry-After. */

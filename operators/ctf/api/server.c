@@ -175,7 +175,8 @@ static enum MHD_Result dispatch(ctf_api *api, struct MHD_Connection *conn, reque
     return ctf_api_get_instance(api, conn, rq);
 }
 
-/* on_request is MHD's access handler: called once with the headers, then per body chunk, then once more. */
+/* on_request is MHD's access handler: called once with the headers, then per body chunk,
+ * then once more. */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *data,
                                   size_t *data_size, void **con_cls)

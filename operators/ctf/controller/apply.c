@@ -102,7 +102,8 @@ static bool claimed_under(const json_t *child, const json_t *stored)
 /* stamp_cached: the applied digest the caches show on child (borrowed from *hold), or NULL. */
 static const char *stamp_cached(ctf_operator *op, const json_t *child, json_t **hold)
 {
-    kop_informer *cache = child ? cache_of(op, json_string_value(json_object_get(child, "kind"))) : NULL;
+    const char *kind = child ? json_string_value(json_object_get(child, "kind")) : NULL;
+    kop_informer *cache = child ? cache_of(op, kind) : NULL;
     *hold = NULL;
     if (!cache || kop_informer_dup_metadata(cache, kop_meta_namespace(child), kop_meta_name(child),
                                             hold) != KOP_OK)

@@ -201,7 +201,7 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
     return err;
 }
 
-/* ---- the pool controller ---------------------------------------------------------------------- */
+/* ---- the pool controller ------------------------------------------------------------ */
 
 /* by_pool maps a warm instance's object to its definition. */
 static void by_pool(const json_t *obj, kop_emit_fn emit, void *ctx, void *user)
@@ -230,7 +230,8 @@ static size_t index_pool(const json_t *n, const char **values, size_t max, void 
 static size_t index_pool_free(const json_t *n, const char **values, size_t max, void *user)
 {
     (void)user;
-    if (max == 0 || !kop_meta_label(n, CTF_LABEL_POOL) || ctf_is_claimed(n) || kop_meta_is_deleting(n))
+    if (max == 0 || !kop_meta_label(n, CTF_LABEL_POOL) || ctf_is_claimed(n) ||
+        kop_meta_is_deleting(n))
         return 0;
     values[0] = kop_meta_label(n, CTF_LABEL_DEFINITION);
     return values[0] ? 1 : 0;
