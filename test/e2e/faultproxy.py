@@ -671,7 +671,8 @@ def main():
     control.daemon_threads = True
     threading.Thread(target=control.serve_forever, daemon=True).start()
     threading.Thread(target=dropper, daemon=True).start()
-    print("ready", flush=True)
+    sys.stdout.write("ready\n")  # one write, also when unbuffered
+    sys.stdout.flush()
     accept_loop(listener, args, ctx, up_ctx)
 
 

@@ -27,6 +27,7 @@ import resource
 import signal
 import socket
 import struct
+import sys
 import threading
 
 stop = threading.Event()
@@ -65,7 +66,8 @@ def main():
     listener.listen(4096)
     addr = listener.getsockname()
     threading.Thread(target=acceptor, args=(listener,), daemon=True).start()
-    print("ready", flush=True)
+    sys.stdout.write("ready\n")  # one write, also when unbuffered
+    sys.stdout.flush()
     held = collections.deque()
     made = failed = 0
     while not stop.is_set():

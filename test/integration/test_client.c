@@ -55,6 +55,7 @@ static kop_client *client;
  * test before proxy_stop, so the group's teardown stops it (it would
  * otherwise hold ctest's output open until the timeout). */
 static pid_t live_proxy;
+static int live_proxy_out = -1; /* the read end of its stdout */
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -811,6 +812,7 @@ struct tls_proxy {
     pid_t pid;
     int port; /* TLS, on 127.0.0.1 */
     int ctl;  /* its control endpoint */
+    int out;  /* the read end of its stdout, open while it runs */
 };
 
 
@@ -824,6 +826,7 @@ static void proxy_start(struct tls_proxy *p, const char *cert, const char *key)
     if (live_proxy > 0) { /* left by a test that failed */
         kill(live_proxy, SIGTERM);
         waitpid(live_proxy, NULL, 0);
+        close(live_proxy_out);
         live_proxy = 0;
     }
     assert_non_null(script);
@@ -848,17 +851,20 @@ static void proxy_start(struct tls_proxy *p, const char *cert, const char *key)
     }
     close(fds[1]);
     live_proxy = p->pid;
+    live_proxy_out = fds[0];
     struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
     size_t n = 0;
-    while (n < sizeof line - 1 && !strstr(line, "ready") && poll(&pfd, 1, 30000) == 1) {
+    /* The whole line: with PYTHONUNBUFFERED the newline is a write of its
+     * own, and a pipe closed in between kills the proxy with EPIPE. */
+    while (n < sizeof line - 1 && !strstr(line, "ready\n") && poll(&pfd, 1, 30000) == 1) {
         ssize_t r = read(fds[0], line + n, sizeof line - 1 - n);
         if (r <= 0)
             break;
         n += (size_t)r;
         line[n] = '\0';
     }
-    close(fds[0]);
-    if (!strstr(line, "ready"))
+    p->out = fds[0]; /* closed by proxy_stop: the proxy never writes into a closed pipe */
+    if (!strstr(line, "ready\n"))
         fail_msg("faultproxy did not start (said: %s)", line);
 }
 
@@ -866,6 +872,7 @@ static void proxy_stop(struct tls_proxy *p)
 {
     kill(p->pid, SIGTERM);
     waitpid(p->pid, NULL, 0);
+    close(p->out);
     live_proxy = 0;
 }
 
