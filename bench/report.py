@@ -75,11 +75,16 @@ def find(results, workload, n, op, phase):
                            for p in ("p50", "p99", "max")}
     strs = [r["streams"] for r in good if r.get("streams")]
     if strs:
-        merged["streams"] = {k: median([x[k] for x in strs if x.get(k) is not None])
-                             for k in strs[0] if k != "delivery_ms"}
-        merged["streams"]["delivery_ms"] = {
-            p: median([x["delivery_ms"][p] for x in strs if x["delivery_ms"].get(p) is not None])
-            for p in ("p50", "p99", "max")}
+        # Counts merge to their median; latencies (delivery_ms, answer_ms,
+        # answer_to_event_ms: dicts of percentiles) percentile by percentile.
+        merged["streams"] = {}
+        for k, v in strs[0].items():
+            if isinstance(v, dict):
+                merged["streams"][k] = {
+                    p: median([x[k][p] for x in strs if (x.get(k) or {}).get(p) is not None])
+                    for p in v}
+            else:
+                merged["streams"][k] = median([x[k] for x in strs if x.get(k) is not None])
         merged["streams"]["trials"] = len(strs)
     return merged
 
