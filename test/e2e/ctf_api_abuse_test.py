@@ -23,7 +23,7 @@ METRICS_PORT = int(os.environ["METRICS_PORT"])
 OP_PID = int(os.environ["OP_PID"])
 ADMIN = os.environ["ADMIN_TOKEN"]
 ANSWER_S = 10  # a well-behaved request is answered within this, whatever the abuse
-API_IDLE_S = 20  # the servers' idle timeouts (operators/ctf/api_internal.h, src/manager.c)
+API_IDLE_S = 20  # the servers' idle timeouts (operators/ctf/api/internal.h, src/manager.c)
 PROBE_IDLE_S = 10
 
 

@@ -14,7 +14,7 @@
 #     nothing already right: the new leader's first pass over N teams and N
 #     warm instances makes fewer than N/2 PATCHes, where applying every
 #     instance again would take ten per instance (the applied digest stamped
-#     on the server, operators/ctf/applied.c);
+#     on the server, operators/ctf/core/applied.c);
 #   - no Forbidden with the least-privilege RBAC.
 # Printed (not asserted: timing is a benchmark's business): from the kill
 # to the follower leading (bounded by the Lease, 15 s), from leading to its
