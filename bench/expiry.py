@@ -73,6 +73,19 @@ def instance_names(kube, n):
     return names
 
 
+def made_instances(args, c, workload, n, out, mode):
+    """made_instances has the N instances made, unmeasured (by the operator,
+    or by the loader alone: mode as loader() takes it), then waits at the
+    quiet gate; returns (the harness's Kube, the instances' namespaces)."""
+    pre = loader(c, workload, n, mode, out, args.threads)
+    if pre["done"] != n:
+        raise RuntimeError(f"expiry: {pre['done']} of {n} instances Running before it")
+    kube = Kube(c.kubeconfig, os.path.join(c.dir, "harness"))
+    names = instance_names(kube, n)
+    quiet_gate(args)
+    return kube, names
+
+
 def measure_expiry(args, op, workload, n, out):
     """Mass expiry with the operator: N Running instances, each Challenge's
     spec.expiresAt set so that they expire within EXPIRY_SPREAD_S; the
@@ -82,12 +95,7 @@ def measure_expiry(args, op, workload, n, out):
     c = fresh_cluster(args, workload, n, "expiry")
     with measured_operator(op, c, out, n, 0 if args.quick else 2) as run:
         pid = run.pid
-        pre = loader(c, workload, n, "operator", out, args.threads)  # unmeasured: the instances
-        if pre["done"] != n:
-            raise RuntimeError(f"expiry: {pre['done']} of {n} instances Running before it")
-        kube = Kube(c.kubeconfig, os.path.join(c.dir, "harness"))
-        names = instance_names(kube, n)
-        quiet_gate(args)
+        kube, names = made_instances(args, c, workload, n, out, "operator")
         writes = ApiWrites(c, workload)
         cpu0 = proc_cpu(pid)
         due = expiry_schedule(n, args.quick)
@@ -119,12 +127,7 @@ def measure_limit_expiry(args, workload, n, out):
     os.makedirs(out, exist_ok=True)
     c = fresh_cluster(args, workload, n, "limit")
     with measured_operator(None, c, out, n, start=False) as run:
-        pre = loader(c, workload, n, "alone", out, args.threads)  # unmeasured: the instances
-        if pre["done"] != n:
-            raise RuntimeError(f"expiry: {pre['done']} of {n} instances Running before it")
-        kube = Kube(c.kubeconfig, os.path.join(c.dir, "harness"))
-        names = instance_names(kube, n)
-        quiet_gate(args)
+        kube, names = made_instances(args, c, workload, n, out, "alone")
         writes = ApiWrites(c, workload)
         run.start()
         due = expiry_schedule(n, args.quick)
