@@ -29,6 +29,7 @@
 
 static char dir[256];
 
+static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void sh(const char *fmt, ...)
 {
     char cmd[2048];
