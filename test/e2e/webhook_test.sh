@@ -106,7 +106,8 @@ wait_for 60 "the apiserver calls the webhook" bash -c \
 if out=$(ticket same-city London london | k apply -f - 2>&1); then
     fail "a ticket from London to london was admitted"
 fi
-grep -q 'denied the request: spec.to: a flight from London must go somewhere else' <<<"$out" ||
+printf "%s\n" "$out"
+grep -q "denied the request: spec.to: a flight from London must go somewhere else" <<<"$out" ||
     fail "kubectl did not print the webhook's reason: $out"
 k get ft same-city >/dev/null 2>&1 && fail "the refused ticket exists"
 ok "kubectl apply of a ticket going nowhere is refused with the webhook's message"
