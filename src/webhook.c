@@ -115,6 +115,7 @@ struct request {
     kop_buf body;
     int64_t start_ns;
     bool too_big;
+    bool in_flight; /* counted in the in-flight gauge until answered or dropped */
 };
 
 static __thread kop_webhook_server *current_server; /* see the top of the file */
@@ -532,6 +533,15 @@ kop_err kop__webhook_dispatch(kop_webhook_server *s, const char *path, const cha
     return *out ? err : KOP_ENOMEM;
 }
 
+/* leave_flight takes rq out of the in-flight gauge, once. */
+static void leave_flight(kop_webhook_server *s, struct request *rq)
+{
+    const char *hook[] = {rq->route->path, NULL};
+    if (rq->in_flight)
+        kop_metric_add(s->in_flight, hook, -1);
+    rq->in_flight = false;
+}
+
 /* finish sends code with body (taken) and counts the request. */
 static enum MHD_Result finish(kop_webhook_server *s, struct MHD_Connection *conn,
                               struct request *rq, int code, char *body)
@@ -553,6 +563,7 @@ static enum MHD_Result finish(kop_webhook_server *s, struct MHD_Connection *conn
     const char *labels[] = {rq->route->path, code_s, NULL};
     kop_metric_inc(s->requests, labels);
     kop_metric_observe(s->latency, hook, (double)(kop_mono_ns() - rq->start_ns) / 1e9);
+    leave_flight(s, rq); /* answered: as controller-runtime, not when the socket drains */
     return ret;
 }
 
@@ -595,6 +606,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *req_cls = rq;
         const char *hook[] = {r->path, NULL};
         kop_metric_add(s->in_flight, hook, 1);
+        rq->in_flight = true;
         if (strcmp(method, "POST") != 0)
             return refuse(s, conn, rq, 405, "MethodNotAllowed", "a review is POSTed");
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
@@ -630,8 +642,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     (void)toe;
     if (!rq)
         return;
-    const char *hook[] = {rq->route->path, NULL};
-    kop_metric_add(s->in_flight, hook, -1);
+    leave_flight(s, rq); /* a request dropped before its answer */
     kop_buf_fini(&rq->body);
     free(rq);
     *req_cls = NULL;

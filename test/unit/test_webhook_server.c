@@ -4,7 +4,8 @@
  * (rewritten in place, swapped by symlink as the kubelet does, and a
  * mismatched pair refused while the old one keeps serving), bodies over the
  * cap are a 413, other methods a 405, unknown paths a 404, and the metrics
- * count each request. Certificates come from the openssl command.
+ * count each request; in a manager, /readyz is 503 while the webhook server
+ * does not serve. Certificates come from the openssl command.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,7 +25,10 @@
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 
+#include <pthread.h>
+
 #include "kop/buf.h"
+#include "kop/manager.h"
 #include "kop/webhook.h"
 
 static char dir[256];
@@ -272,12 +276,94 @@ static void test_start_refuses_bad_pair(void **state)
     sh("rm -rf %s", dir);
 }
 
+/* get returns the HTTP code of a plain GET, the body in out. */
+static long get(int port, const char *path, kop_buf *out)
+{
+    char url[256];
+    long code = 0;
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(c);
+    return code;
+}
+
+static void *run_manager(void *m)
+{
+    kop_status st;
+    return (void *)(intptr_t)kop_manager_run(m, &st);
+}
+
+/* The manager's /readyz follows the webhook server (no informers: no cluster needed). */
+static void test_manager_readyz(void **state)
+{
+    (void)state;
+    char kubeconfig[512];
+    kop_manager *m = NULL;
+    kop_webhook_server *srv = NULL;
+    kop_status st = {0};
+    kop_buf out;
+    kop_buf_init(&out, 1 << 16);
+    snprintf(dir, sizeof dir, "/tmp/kop-webhook-test-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    make_cert("tls");
+    snprintf(kubeconfig, sizeof kubeconfig, "%s/kubeconfig", dir);
+    FILE *f = fopen(kubeconfig, "w");
+    assert_non_null(f);
+    fputs("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster:\n"
+          "    server: https://127.0.0.1:1\n    insecure-skip-tls-verify: true\nusers:\n"
+          "- name: u\n  user: {token: t}\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n",
+          f);
+    fclose(f);
+
+    /* Webhooks off: no server, and the add functions take NULL. */
+    kop_manager_opts mo = {.name = "t", .kubeconfig = kubeconfig, .metrics_bind = "127.0.0.1:0"};
+    assert_int_equal(kop_manager_new(&mo, &m, &st), KOP_OK);
+    assert_int_equal(kop_manager_webhook_server(m, &srv, &st), KOP_OK);
+    assert_null(srv);
+    kop_manager_free(m);
+
+    mo.webhook_bind = "127.0.0.1:0";
+    mo.webhook_cert_dir = dir;
+    assert_int_equal(kop_manager_new(&mo, &m, &st), KOP_OK);
+    assert_int_equal(kop_manager_webhook_server(m, &srv, &st), KOP_OK);
+    assert_non_null(srv);
+    assert_int_equal(kop_webhook_add_admission(srv, &(kop_webhook_admission){
+                                                        .path = "/v", .handle = deny_same}),
+                     KOP_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, run_manager, m), 0);
+    for (int i = 0; i < 1000 && !kop_webhook_server_is_serving(srv); i++)
+        usleep(10000);
+    assert_true(kop_webhook_server_is_serving(srv));
+    int port = kop_manager_bound_port(m);
+    assert_true(port > 0);
+    assert_int_equal(get(port, "/readyz", &out), 200);
+    kop_webhook_server_stop(srv);
+    kop_buf_reset(&out);
+    assert_int_equal(get(port, "/readyz", &out), 503);
+    assert_non_null(strstr(kop_buf_str(&out), "webhook server not serving"));
+    kop_manager_stop(m);
+    void *rc = NULL;
+    pthread_join(t, &rc);
+    assert_int_equal((intptr_t)rc, KOP_OK);
+    kop_manager_free(m);
+    kop_buf_fini(&out);
+    sh("rm -rf %s", dir);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_serve_and_reload),
         cmocka_unit_test(test_start_refuses_bad_pair),
+        cmocka_unit_test(test_manager_readyz),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
