@@ -23,8 +23,9 @@
  *     apiserver requires.
  *
  * Limits: request bodies are capped (max_body, 413 past it), reading a
- * request has a time limit (408), connections are capped (kop/http.h) and
- * idle ones closed. A body that is not a review is a 400, never a crash.
+ * request has a time limit (a 408, or the connection closed when the body
+ * is still coming), connections are capped (kop/http.h) and idle ones
+ * closed. A body that is not a review is a 400, never a crash.
  *
  * Metrics, with controller-runtime's names, the label webhook being the path:
  * controller_runtime_webhook_requests_total{webhook,code},

@@ -276,6 +276,71 @@ static void test_start_refuses_bad_pair(void **state)
     sh("rm -rf %s", dir);
 }
 
+/*
+ * A client that sends its headers and then one byte of body every 300 ms
+ * (never idle long enough for the idle timeout) is cut off by the request
+ * time limit: a 408 or a closed connection after about request_timeout_ms,
+ * never a request held open for as long as the client likes.
+ */
+static void test_slow_body_cut_off(void **state)
+{
+    (void)state;
+    kop_webhook_server *s = NULL;
+    kop_status st = {0};
+    snprintf(dir, sizeof dir, "/tmp/kop-webhook-test-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    make_cert("tls");
+    kop_webhook_server_opts o = {.bind = "127.0.0.1:0", .cert_dir = dir,
+                                 .request_timeout_ms = 1000};
+    assert_int_equal(kop_webhook_server_new(&o, &s, &st), KOP_OK);
+    assert_int_equal(kop_webhook_add_admission(s, &(kop_webhook_admission){
+                                                      .path = "/v", .handle = deny_same}),
+                     KOP_OK);
+    assert_int_equal(kop_webhook_server_start(s, &st), KOP_OK);
+
+    gnutls_session_t sess;
+    gnutls_certificate_credentials_t cred;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)kop_webhook_server_port(s))};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(gnutls_certificate_allocate_credentials(&cred), 0);
+    assert_int_equal(gnutls_init(&sess, GNUTLS_CLIENT), 0);
+    assert_int_equal(gnutls_set_default_priority(sess), 0);
+    assert_int_equal(gnutls_credentials_set(sess, GNUTLS_CRD_CERTIFICATE, cred), 0);
+    gnutls_transport_set_int(sess, fd);
+    assert_int_equal(gnutls_handshake(sess), 0);
+    static const char head[] = "POST /v HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                               "Content-Length: 100000\r\n\r\n";
+    assert_true(gnutls_record_send(sess, head, sizeof head - 1) > 0);
+    time_t start = time(NULL);
+    bool cut = false;
+    for (int i = 0; i < 40 && !cut; i++) { /* 12 s at most */
+        usleep(300000);
+        if (gnutls_record_send(sess, " ", 1) < 0)
+            cut = true;
+        char buf[512];
+        /* Anything back (a 408) or a closed connection ends it. */
+        gnutls_record_set_timeout(sess, 1);
+        ssize_t n = gnutls_record_recv(sess, buf, sizeof buf - 1);
+        if (n >= 0 || (n != GNUTLS_E_TIMEDOUT && n != GNUTLS_E_AGAIN)) {
+            if (n > 0) {
+                buf[n] = '\0';
+                assert_non_null(strstr(buf, " 408 "));
+            }
+            cut = true;
+        }
+    }
+    assert_true(cut);
+    assert_true(time(NULL) - start <= 6);
+    gnutls_deinit(sess);
+    gnutls_certificate_free_credentials(cred);
+    close(fd);
+    kop_webhook_server_free(s);
+    sh("rm -rf %s", dir);
+}
+
 /* get returns the HTTP code of a plain GET, the body in out. */
 static long get(int port, const char *path, kop_buf *out)
 {
@@ -364,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_serve_and_reload),
         cmocka_unit_test(test_start_refuses_bad_pair),
         cmocka_unit_test(test_manager_readyz),
+        cmocka_unit_test(test_slow_body_cut_off),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
