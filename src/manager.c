@@ -52,6 +52,7 @@
 #include "kop/http.h"
 #include "kop/leader.h"
 #include "kop/log.h"
+#include "kop/webhook.h"
 #include "kop_internal.h"
 #include "manager_internal.h"
 
@@ -82,6 +83,8 @@ struct kop_manager {
     int nrunnables;
 
     kop_leader *leader;
+    kop_webhook_server *webhook; /* NULL until an operator asks for it */
+    char *webhook_bind, *webhook_cert_dir; /* owned copies */
     struct MHD_Daemon *http;
     int port;
 
@@ -99,6 +102,9 @@ static const char usage_text[] =
     "  --metrics-bind ADDR      /metrics, /healthz, /readyz on ADDR (default 127.0.0.1:9090; 0: off)\n"
     "  --leader-elect           hold a Lease before reconciling (for several replicas)\n"
     "  --log-format text|json   log line format (default text)\n"
+    "  --webhook-bind ADDR      serve the operator's webhooks over HTTPS on ADDR (default 0: off)\n"
+    "  --webhook-cert-dir DIR   the webhooks' tls.crt and tls.key, reloaded when they change\n"
+    "                           (default " KOP_WEBHOOK_DEFAULT_CERT_DIR ")\n"
     "  -v N                     log verbosity (default 0)\n";
 
 const char *kop_manager_flags_usage(void)
@@ -132,6 +138,10 @@ int kop_manager_parse_flag(kop_manager_opts *o, int argc, char **argv, int *i, k
         o->kubeconfig = v;
     } else if ((v = flag_value(arg, "--metrics-bind", argc, argv, i))) {
         o->metrics_bind = v;
+    } else if ((v = flag_value(arg, "--webhook-bind", argc, argv, i))) {
+        o->webhook_bind = v;
+    } else if ((v = flag_value(arg, "--webhook-cert-dir", argc, argv, i))) {
+        o->webhook_cert_dir = v;
     } else if ((v = flag_value(arg, "--log-format", argc, argv, i))) {
         if (kop_log_format_parse(v, &log_cfg.format) != KOP_OK) {
             kop_status_setf(st, 0, NULL, "--log-format: \"%s\" is neither text nor json", v);
@@ -213,6 +223,8 @@ kop_err kop_manager_new(const kop_manager_opts *opts, kop_manager **out, kop_sta
     m->kubeconfig = dup_opt(m->opts.kubeconfig);
     m->metrics_bind = strdup(m->opts.metrics_bind ? m->opts.metrics_bind : "127.0.0.1:9090");
     m->le_ns = dup_opt(m->opts.leader_election_namespace);
+    m->webhook_bind = dup_opt(m->opts.webhook_bind);
+    m->webhook_cert_dir = dup_opt(m->opts.webhook_cert_dir);
     m->le_id = strdup(m->opts.leader_election_id ? m->opts.leader_election_id : m->name);
     if (m->opts.shutdown_timeout_ms <= 0)
         m->opts.shutdown_timeout_ms = 30000; /* a pod's default grace period */
@@ -275,6 +287,9 @@ void kop_manager_free(kop_manager *m)
     kop_leader_free(m->leader);
     if (m->http)
         MHD_stop_daemon(m->http);
+    kop_webhook_server_free(m->webhook); /* after the probes that read it */
+    free(m->webhook_bind);
+    free(m->webhook_cert_dir);
     kop_client_free(m->client);
     kop_config_free(m->cfg);
     kop_metrics_free(m->metrics);
@@ -309,6 +324,21 @@ kop_metrics *kop_manager_metrics(kop_manager *m)
 int kop_manager_bound_port(kop_manager *m)
 {
     return m->port;
+}
+
+kop_err kop_manager_webhook_server(kop_manager *m, kop_webhook_server **out, kop_status *st)
+{
+    *out = m->webhook;
+    if (m->webhook || !m->webhook_bind || strcmp(m->webhook_bind, "0") == 0)
+        return KOP_OK; /* made already, or webhooks are off */
+    if (m->running)
+        return KOP_EINVAL;
+    kop_webhook_server_opts wo = {.bind = m->webhook_bind,
+                                  .cert_dir = m->webhook_cert_dir,
+                                  .metrics = m->metrics};
+    kop_err err = kop_webhook_server_new(&wo, &m->webhook, st);
+    *out = m->webhook;
+    return err;
 }
 
 kop_err kop_manager_add_runnable(kop_manager *m, const kop_runnable *r)
@@ -458,6 +488,11 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
         return respond(conn, 200, "text/plain", "ok", 2, MHD_RESPMEM_PERSISTENT);
     /* Not ready while stopping, so traffic moves away before the end. */
     if (strcmp(url, "/readyz") == 0) {
+        /* The webhooks count: the apiserver calls them through the same
+         * Service the kubelet's probe gates. */
+        if (m->webhook && !kop_webhook_server_is_serving(m->webhook))
+            return respond(conn, 503, "text/plain", "webhook server not serving\n", 27,
+                           MHD_RESPMEM_PERSISTENT);
         if (all_synced(m) && !stop_requested(m))
             return respond(conn, 200, "text/plain", "ok", 2, MHD_RESPMEM_PERSISTENT);
         return respond(conn, 503, "text/plain", "caches not synced\n", 18,
@@ -622,6 +657,7 @@ static bool shut_down(kop_manager *m)
         kop_leader_stop(m->leader); /* releases the Lease: reconciles are over */
     for (int i = 0; i < m->ninformers; i++)
         kop_informer_stop(m->informers[i].inf);
+    kop_webhook_server_stop(m->webhook); /* after the caches that may convert through it */
     if (m->http) {
         MHD_stop_daemon(m->http);
         m->http = NULL;
@@ -646,6 +682,10 @@ kop_err kop_manager_run(kop_manager *m, kop_status *st)
         waiter = true;
 
     err = start_http(m, st);
+    /* Webhooks before caches: listing a CRD served in two versions may
+     * need this very process's conversion webhook. */
+    if (!err && m->webhook)
+        err = kop_webhook_server_start(m->webhook, st);
     if (!err)
         err = start_informers(m, st);
     if (!err && m->opts.leader_elect)

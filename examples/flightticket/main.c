@@ -16,6 +16,8 @@
 
 #include <kop/kop.h>
 
+#include "webhook.h"
+
 /* The two resources this operator touches. */
 static const kop_resource TICKETS = {"flights.com", "v1", "flighttickets", "FlightTicket", true};
 static const kop_resource CONFIGMAPS = {"", "v1", "configmaps", "ConfigMap", true};
@@ -163,6 +165,8 @@ int main(int argc, char **argv)
         }
     }
     err = kop_manager_new(&mo, &mgr, &st);
+    if (!err)
+        err = flightticket_webhooks(mgr, &st); /* webhook.c */
     if (err)
         goto out;
 

@@ -7,7 +7,8 @@
  * (/metrics, /healthz, /readyz), and optionally leader election.
  * kop_manager_run is the operator's main loop:
  *
- *   1. serve /metrics, /healthz, /readyz (ready once every cache synced);
+ *   1. serve /metrics, /healthz, /readyz (ready once every cache synced
+ *      and the webhook server, if any, serves), and the webhooks;
  *   2. start the informers and wait until each has listed;
  *   3. with --leader-elect, wait to hold the Lease;
  *   4. start every controller's workers;
@@ -46,12 +47,15 @@ typedef struct kop_manager_opts {
     long shutdown_timeout_ms;       /* reconciles in flight may finish; default 30 s */
     double client_qps;              /* client-side rate limit; 0: none */
     int client_burst;
+    const char *webhook_bind;       /* webhook server (kop/webhook.h); NULL or "0": off */
+    const char *webhook_cert_dir;   /* its tls.crt and tls.key; default as controller-runtime's */
 } kop_manager_opts;
 
 /*
  * kop_manager_parse_flag consumes the common flags every libkop operator
  * takes, at argv[*i]: --kubeconfig PATH, --metrics-bind ADDR,
- * --leader-elect[=true|false], --log-format text|json, -v N (also --v=N).
+ * --leader-elect[=true|false], --log-format text|json, -v N (also --v=N),
+ * --webhook-bind ADDR, --webhook-cert-dir DIR.
  * Returns 1 and advances *i past the flag when it was one of them, 0 when
  * it was not (the operator parses it), -1 with a message in st when its
  * value is wrong. The log settings are applied at once.
