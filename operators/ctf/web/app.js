@@ -1009,16 +1009,16 @@
   function consoleRow(i) {
     const ep = (i.endpoints && i.endpoints[0] && i.endpoints[0].address) || '';
     const why = i.reason ? el('span', { class: 'reason', title: i.message || '' }, ` ${i.reason}`) : null;
-    const actions = el('td', { class: 'actions' });
+    const actions = el('td', { class: 'col-actions' });
     if (i.renewable) actions.append(rowButton('extend', i, 'Extend', 'button small'));
     if (i.state !== 'Stopping') actions.append(rowButton('stop', i, 'Stop', 'button small danger'));
     return el('tr', { 'data-state': i.state },
       el('td', {}, i.team),
       el('td', {}, i.challenge),
-      el('td', { class: 'state' }, el('span', { class: 'badge', 'data-state': i.state }, i.state), why),
-      el('td', { class: 'age', 'data-since': i.createdAt || '' }, ageText(i.createdAt)),
-      el('td', { class: 'left', 'data-until': i.expiresAt || '' }, leftText(i.expiresAt)),
-      el('td', { class: 'endpoint' }, ep),
+      el('td', {}, el('span', { class: `badge state-${String(i.state).toLowerCase()}` }, i.state), why),
+      el('td', { class: 'col-age', 'data-since': i.createdAt || '' }, ageText(i.createdAt)),
+      el('td', { class: 'col-left', 'data-until': i.expiresAt || '' }, leftText(i.expiresAt)),
+      el('td', { class: 'col-endpoint' }, ep),
       actions);
   }
 
@@ -1042,8 +1042,8 @@
   // tickConsole: the age and time-left cells, in place.
   function tickConsole() {
     if ($('console').hidden) return;
-    for (const td of $('console-rows').querySelectorAll('td.age')) td.textContent = ageText(td.dataset.since);
-    for (const td of $('console-rows').querySelectorAll('td.left')) td.textContent = leftText(td.dataset.until);
+    for (const td of $('console-rows').querySelectorAll('td.col-age')) td.textContent = ageText(td.dataset.since);
+    for (const td of $('console-rows').querySelectorAll('td.col-left')) td.textContent = leftText(td.dataset.until);
   }
 
   async function consoleAction(what, method, path) {
