@@ -779,11 +779,15 @@
   // The console lists every team's instances from GET /api/v1/admin/instances,
   // then keeps them live from the admin stream (GET /api/v1/admin/events): its
   // snapshot replaces the list, each instance event replaces one row (a
-  // Stopped one removes it). Rendering is batched to one animation frame, and
-  // the age and time-left cells are updated in place every second, so
-  // thousands of rows stay cheap. Every action asks for confirmation first.
+  // Stopped one removes it). A row's element is kept until its Instance
+  // changes, so a render builds only the rows that changed; renders caused by
+  // the stream come at most every RENDER_MS (a CTF's first minute brings
+  // thousands of changes), those caused by the organizer at the next frame;
+  // the age and time-left cells are updated in place every second. Every
+  // action asks for confirmation first.
 
   const CONSOLE = '-console'; // stored as the "team" an admin acts for: no team has this name
+  const RENDER_MS = 250; // the stream re-renders the table at most this often
   const SORTS = {
     team: (i) => i.team,
     challenge: (i) => i.challenge,
@@ -795,6 +799,9 @@
 
   const desk = {
     rows: new Map(), // "team/challenge" -> Instance
+    trs: new Map(), // "team/challenge" -> {inst, tr}: the row element built for that Instance
+    rendered: 0, // when the table was last rendered (performance.now())
+    timer: 0, // a pending throttled render, or 0
     limits: null, // {maxInstances, maxInstancesPerTeam}
     sort: { key: 'team', dir: 1 },
     frame: 0, // a pending requestAnimationFrame, or 0
@@ -823,8 +830,11 @@
     if (desk.stream) desk.stream.abort();
     desk.stream = null;
     desk.rows.clear();
+    desk.trs.clear();
     if (desk.frame) window.cancelAnimationFrame(desk.frame);
+    if (desk.timer) window.clearTimeout(desk.timer);
     desk.frame = 0;
+    desk.timer = 0;
     $('console-rows').replaceChildren();
     show('console', false);
   }
@@ -855,8 +865,9 @@
 
   function replaceRows(list) {
     desk.rows.clear();
+    desk.trs.clear();
     for (const i of list) desk.rows.set(rowKey(i), i);
-    scheduleRender();
+    scheduleRender(true);
   }
 
   function onAdminEvent(type, data) {
@@ -871,9 +882,13 @@
       state.backoff = BACKOFF_MIN_MS;
       setConsoleLive('live', 'Live');
     } else if (type === 'instance' && msg.team && msg.challenge) {
-      if (msg.state === 'Stopped') desk.rows.delete(rowKey(msg));
-      else desk.rows.set(rowKey(msg), msg);
-      scheduleRender();
+      if (msg.state === 'Stopped') {
+        desk.rows.delete(rowKey(msg));
+        desk.trs.delete(rowKey(msg));
+      } else {
+        desk.rows.set(rowKey(msg), msg);
+      }
+      scheduleRender(false);
     }
   }
 
@@ -922,13 +937,27 @@
     window.setTimeout(() => openAdminStream(session), delay);
   }
 
-  function scheduleRender() {
-    if (!desk.frame) {
-      desk.frame = window.requestAnimationFrame(() => {
-        desk.frame = 0;
-        renderConsole();
-      });
+  // scheduleRender(now): render at the next frame (now: the organizer did
+  // something), or no sooner than RENDER_MS after the last render.
+  function scheduleRender(now) {
+    if (desk.frame) return;
+    const wait = now ? 0 : desk.rendered + RENDER_MS - performance.now();
+    if (wait > 0) {
+      if (!desk.timer) {
+        desk.timer = window.setTimeout(() => {
+          desk.timer = 0;
+          scheduleRender(true);
+        }, wait);
+      }
+      return;
     }
+    if (desk.timer) window.clearTimeout(desk.timer);
+    desk.timer = 0;
+    desk.frame = window.requestAnimationFrame(() => {
+      desk.frame = 0;
+      desk.rendered = performance.now();
+      renderConsole();
+    });
   }
 
   function filters() {
@@ -963,7 +992,15 @@
   function renderConsole() {
     const list = shownRows();
     const frag = document.createDocumentFragment();
-    for (const i of list) frag.append(consoleRow(i));
+    for (const i of list) {
+      const key = rowKey(i);
+      let kept = desk.trs.get(key);
+      if (!kept || kept.inst !== i) {
+        kept = { inst: i, tr: consoleRow(i) };
+        desk.trs.set(key, kept);
+      }
+      frag.append(kept.tr);
+    }
     $('console-rows').replaceChildren(frag);
     $('console-shown').textContent = `${list.length} of ${desk.rows.size} instances shown.`;
     renderTotals();
@@ -1073,7 +1110,7 @@
     if (!b) return;
     const key = b.dataset.sort;
     desk.sort = { key, dir: desk.sort.key === key ? -desk.sort.dir : 1 };
-    scheduleRender();
+    scheduleRender(true);
   }
 
   function stopAll(kind) {
@@ -1122,7 +1159,7 @@
     $('console-rows').addEventListener('click', onConsoleClick);
     document.querySelector('#console thead').addEventListener('click', onSortClick);
     for (const id of ['filter-team', 'filter-challenge', 'filter-state']) {
-      $(id).addEventListener('input', scheduleRender);
+      $(id).addEventListener('input', () => scheduleRender(true));
     }
     $('console-filters').addEventListener('submit', (e) => e.preventDefault());
     $('stop-team').addEventListener('click', () => stopAll('team'));
