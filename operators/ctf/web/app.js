@@ -780,7 +780,8 @@
   // then keeps them live from the admin stream (GET /api/v1/admin/events): its
   // snapshot replaces the list, each instance event replaces one row (a
   // Stopped one removes it). A row's element is kept until its Instance
-  // changes, so a render builds only the rows that changed; renders caused by
+  // changes (compared as text without secondsLeft, so a snapshot that repeats
+  // what is shown rebuilds nothing), so a render builds only the rows that changed; renders caused by
   // the stream come at most every RENDER_MS (a CTF's first minute brings
   // thousands of changes), those caused by the organizer at the next frame;
   // the age and time-left cells are updated in place every second. Every
@@ -799,7 +800,7 @@
 
   const desk = {
     rows: new Map(), // "team/challenge" -> Instance
-    trs: new Map(), // "team/challenge" -> {inst, tr}: the row element built for that Instance
+    trs: new Map(), // "team/challenge" -> {inst, key, tr}: the row element built for that Instance
     rendered: 0, // when the table was last rendered (performance.now())
     timer: 0, // a pending throttled render, or 0
     limits: null, // {maxInstances, maxInstancesPerTeam}
@@ -809,6 +810,11 @@
   };
 
   const rowKey = (i) => `${i.team}/${i.challenge}`;
+  // viewKey(i): what of an Instance a row shows, as text (secondsLeft is the clock's).
+  const viewKey = (i) => {
+    const { secondsLeft, ...shown } = i;
+    return JSON.stringify(shown);
+  };
 
   function openConsole() {
     reset();
@@ -865,8 +871,8 @@
 
   function replaceRows(list) {
     desk.rows.clear();
-    desk.trs.clear();
     for (const i of list) desk.rows.set(rowKey(i), i);
+    for (const key of [...desk.trs.keys()]) if (!desk.rows.has(key)) desk.trs.delete(key);
     scheduleRender(true);
   }
 
@@ -995,8 +1001,13 @@
     for (const i of list) {
       const key = rowKey(i);
       let kept = desk.trs.get(key);
-      if (!kept || kept.inst !== i) {
-        kept = { inst: i, tr: consoleRow(i) };
+      if (kept && kept.inst !== i) {
+        const k = viewKey(i);
+        if (k === kept.key) kept.inst = i;
+        else kept = null;
+      }
+      if (!kept) {
+        kept = { inst: i, key: viewKey(i), tr: consoleRow(i) };
         desk.trs.set(key, kept);
       }
       frag.append(kept.tr);
