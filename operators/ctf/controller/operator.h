@@ -18,6 +18,7 @@
 #include "core/admission.h"
 #include "core/applied.h"
 #include "core/duration.h"
+#include "core/flag.h"
 #include "core/instance.h"
 #include "core/json.h"
 #include "core/pool.h"
@@ -95,6 +96,17 @@ KOP_NODISCARD kop_err ctf_install_crds(kop_client *c, kop_status *st);
  */
 KOP_NODISCARD kop_err ctf_team_flag(ctf_operator *op, const json_t *def, const char *team,
                                     char **flag, kop_status *st);
+
+/*
+ * ctf_team_flag_owner tells whose dynamic flag of def submission is, among
+ * teams[0..n) (borrowed): *owner is an index into teams, or
+ * CTF_FLAG_NO_OWNER (core/flag.h: a static flag or none is never
+ * attributed, and then no key is read). The key is read as ctf_team_flag
+ * reads it; errors as there.
+ */
+KOP_NODISCARD kop_err ctf_team_flag_owner(ctf_operator *op, const json_t *def,
+                                          const char *const *teams, size_t n,
+                                          const char *submission, size_t *owner, kop_status *st);
 
 /* ---- pool.c and claim.c: warm pools ---- */
 
