@@ -4,14 +4,16 @@
 # a devcluster with fake nodes: the admin token opens the console, which lists
 # two teams' instances with their states (one in Error, with its reason),
 # filters by team, stops one instance (confirmed; it leaves the team's own
-# list), sorts; then 2,000 instances: the console renders them all and
+# list), sorts; then CONSOLE_SCALE instances: the console renders them all and
 # filters them, and the times are printed (a measurement, never asserted
 # beyond generous bounds). test/e2e/page/console_test.mjs drives the browser;
 # screenshots go to $KOP_ARTIFACTS (default build/test-artifacts/console).
 #
 # Env: DEVCLUSTER, KUBECTL, OPERATOR (binaries), SRC (repo root), KOP_TEST_TMP;
 # optional CHROMIUM (default /usr/bin/chromium), NODE, KOP_ARTIFACTS,
-# CONSOLE_SCALE (instances of the scale step, default 2000).
+# CONSOLE_SCALE (instances of the scale step; default 500 so that make test
+# stays in its budget; CONSOLE_SCALE=2000 gives the figures in
+# docs/running-a-ctf.md).
 # Needs Chromium and test/e2e/page/node_modules (make test runs npm ci there).
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -24,7 +26,7 @@ SRC=${SRC:?}
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 NODE=${NODE:-node}
 ARTIFACTS=${KOP_ARTIFACTS:-$SRC/build/test-artifacts/console}
-SCALE=${CONSOLE_SCALE:-2000}
+SCALE=${CONSOLE_SCALE:-500}
 PAGE_DIR=$SRC/test/e2e/page
 e2e_init console stop_processes
 op_pid=
