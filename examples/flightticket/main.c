@@ -177,7 +177,7 @@ int main(int argc, char **argv)
     };
     err = kop_controller_new(mgr, &co, &ctl);
     if (!err)
-        err = kop_controller_owns(ctl, &CONFIGMAPS);
+        err = kop_controller_owns(ctl, &CONFIGMAPS, NULL);
     if (!err) /* the same shared cache the watch above made */
         err = kop_manager_informer(mgr, &CONFIGMAPS, NULL, NULL, &app.passes);
     if (!err)

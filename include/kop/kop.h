@@ -22,5 +22,6 @@
 #include "kop/meta.h"
 #include "kop/log.h"
 #include "kop/events.h"
+#include "kop/ctrlutil.h"
 
 #endif /* KOP_KOP_H */
