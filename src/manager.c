@@ -49,6 +49,8 @@
 
 #include <microhttpd.h>
 
+#include "client_request_internal.h"
+#include "kop/events.h"
 #include "kop/http.h"
 #include "kop/leader.h"
 #include "kop/log.h"
@@ -82,6 +84,7 @@ struct kop_manager {
     int nrunnables;
 
     kop_leader *leader;
+    kop_recorder *recorder; /* made on first ask, under mu */
     struct MHD_Daemon *http;
     int port;
 
@@ -267,6 +270,9 @@ void kop_manager_free(kop_manager *m)
         r->join(r->user, NULL);
         r->free(r->user);
     }
+    /* Reconciles recorded events: the recorder goes once they are over,
+     * and before the client and configuration its sender uses. */
+    kop_recorder_free(m->recorder);
     for (int i = 0; i < m->ninformers; i++) {
         kop_informer_free(m->informers[i].inf);
         free(m->informers[i].ns);
@@ -304,6 +310,20 @@ kop_config *kop_manager_config(kop_manager *m)
 kop_metrics *kop_manager_metrics(kop_manager *m)
 {
     return m->metrics;
+}
+
+kop_err kop_manager_recorder(kop_manager *m, kop_recorder **out)
+{
+    if (!m || !out)
+        return KOP_EINVAL;
+    kop_err err = KOP_OK;
+    /* Under mu: two reconciles asking first at once make one recorder. */
+    pthread_mutex_lock(&m->mu);
+    if (!m->recorder)
+        err = kop_recorder_new(m->client, m->name, NULL, &m->recorder);
+    *out = m->recorder;
+    pthread_mutex_unlock(&m->mu);
+    return err;
 }
 
 int kop_manager_bound_port(kop_manager *m)
@@ -573,6 +593,33 @@ static kop_err start_leader(kop_manager *m, kop_status *st)
 
 /* ---- run ---------------------------------------------------------------- */
 
+/*
+ * check_resources asks discovery about every watched resource before any
+ * cache starts: a typo in a group, version or plural would otherwise make
+ * an informer retry its list forever, and one in a kind would make owner
+ * references never match their primary, both without a word.
+ */
+static kop_err check_resources(kop_manager *m, kop_status *st)
+{
+    for (int i = 0; i < m->ninformers; i++) {
+        const kop_resource *r = m->informers[i].resource;
+        bool seen = false; /* the same resource in another scope */
+        for (int j = 0; j < i && !seen; j++)
+            seen = m->informers[j].resource == r;
+        if (seen)
+            continue;
+        kop_err err = kop__discovery_check(m->client, r, st);
+        if (err) {
+            kop_log(KOP_LOG_ERROR, "watched resource refused by discovery",
+                    KOP_LOG_STR("group", r->group), KOP_LOG_STR("version", r->version),
+                    KOP_LOG_STR("resource", r->resource), KOP_LOG_STR("kind", r->kind),
+                    KOP_LOG_STR("error", st ? st->message : ""));
+            return err;
+        }
+    }
+    return KOP_OK;
+}
+
 static kop_err start_informers(kop_manager *m, kop_status *st)
 {
     for (int i = 0; i < m->ninformers; i++) {
@@ -645,7 +692,9 @@ kop_err kop_manager_run(kop_manager *m, kop_status *st)
     if (pthread_create(&sw.thread, NULL, wait_signals, &sw) == 0)
         waiter = true;
 
-    err = start_http(m, st);
+    err = check_resources(m, st);
+    if (!err)
+        err = start_http(m, st);
     if (!err)
         err = start_informers(m, st);
     if (!err && m->opts.leader_elect)
