@@ -18,7 +18,6 @@
  * Children are written with server-side apply; see the header for why.
  * Invariant: nothing here changes an object the caller passed in.
  */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -352,6 +351,7 @@ kop_err kop_create_or_update(kop_client *c, const kop_child_req *req, kop_op_res
     kop_err err = KOP_OK;
     json_t *want = NULL, *have = NULL;
     kop_op_result did = KOP_OP_UNCHANGED;
+    const char *fm = req && req->field_manager ? req->field_manager : DEFAULT_FIELD_MANAGER;
 
     kop_status_clear(st);
     if (!c || !req || !req->resource || !req->object) {
@@ -371,7 +371,7 @@ kop_err kop_create_or_update(kop_client *c, const kop_child_req *req, kop_op_res
     if (have && is_current(have, want, req->owner))
         goto out;
 
-    const char *fm = req->field_manager ? req->field_manager : DEFAULT_FIELD_MANAGER;
+    /* Missing or different: apply the whole intent (see the header for why). */
     err = kop_patch_object(c,
                            &(kop_patch_req){.target = {req->resource, kop_meta_namespace(want),
                                                        kop_meta_name(want)},

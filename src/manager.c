@@ -61,6 +61,7 @@
 #define PROBE_CONNECTIONS    256 /* metrics, /healthz and /readyz connections in all */
 #define PROBE_PER_ADDRESS    16  /* from one client address */
 #define PROBE_IDLE_TIMEOUT_S 10
+#define DISCOVERY_GRACE_MS   10000 /* for a resource discovery does not serve yet */
 
 struct shared_informer {
     const kop_resource *resource;
@@ -609,6 +610,18 @@ static kop_err check_resources(kop_manager *m, kop_status *st)
         if (seen)
             continue;
         kop_err err = kop__discovery_check(m->client, r, st);
+        /* A CRD applied a moment ago may be Established before discovery
+         * serves it: a missing resource gets a short grace, re-asked. */
+        for (long waited = 0; err == KOP_ENOTFOUND && waited < DISCOVERY_GRACE_MS;
+             waited += 500) {
+            if (waited == 0)
+                kop_log(KOP_LOG_INFO, "waiting for discovery to serve a watched resource",
+                        KOP_LOG_STR("resource", r->resource), KOP_LOG_STR("version", r->version),
+                        KOP_LOG_INT("grace_ms", DISCOVERY_GRACE_MS));
+            if (wait_stop(m, 500))
+                return KOP_ECANCELED;
+            err = kop__discovery_check(m->client, r, st);
+        }
         if (err) {
             kop_log(KOP_LOG_ERROR, "watched resource refused by discovery",
                     KOP_LOG_STR("group", r->group), KOP_LOG_STR("version", r->version),

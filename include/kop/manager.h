@@ -12,7 +12,9 @@
  *      plural or kind the apiserver does not serve stops the start with an
  *      error naming all four ("no resource websites in
  *      demo.example.com/v1: is the CRD installed?"), rather than a cache
- *      that retries forever or owner references that never match;
+ *      that retries forever or owner references that never match (a
+ *      resource not served yet is asked for again for up to 10 s, for a
+ *      CRD applied just before);
  *   3. start the informers and wait until each has listed;
  *   4. with --leader-elect, wait to hold the Lease;
  *   5. start every controller's workers;
