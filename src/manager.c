@@ -19,10 +19,12 @@
  * Start order (kop_manager_run), each step waiting for the one before:
  *   1. the HTTP endpoint, so /healthz answers while caches fill and the
  *      kubelet does not restart an operator that is only slow to list;
- *   2. every informer, then their first lists (/readyz turns 200 after);
- *   3. the Lease, when elections are on, and the wait until this replica
+ *   2. every watched resource checked through discovery (check_resources):
+ *      a typo stops the start here, before any cache retries forever;
+ *   3. every informer, then their first lists (/readyz turns 200 after);
+ *   4. the Lease, when elections are on, and the wait until this replica
  *      leads: a standby keeps warm caches but starts no controller;
- *   4. the runnables (controllers), in the order they were added.
+ *   5. the runnables (controllers), in the order they were added.
  * Stop order (shut_down) is the reverse, for the same reasons read
  * backwards: the runnables are stopped and joined first, within the
  * shutdown deadline; only then is the Lease released, so no successor
@@ -595,10 +597,48 @@ static kop_err start_leader(kop_manager *m, kop_status *st)
 /* ---- run ---------------------------------------------------------------- */
 
 /*
- * check_resources asks discovery about every watched resource before any
- * cache starts: a typo in a group, version or plural would otherwise make
- * an informer retry its list forever, and one in a kind would make owner
- * references never match their primary, both without a word.
+ * check_resource asks discovery about r until it gets an answer. Only an
+ * answer about the resource ends the start: not served (after a grace of
+ * DISCOVERY_GRACE_MS, since a CRD applied just before may be Established a
+ * moment before discovery serves it), or served with another kind or
+ * scope. No answer at all (no connection, TLS refused, 5xx) says nothing
+ * about the resource: it is asked again with backoff, as an informer would
+ * relist, while /healthz answers and /readyz does not.
+ */
+static kop_err check_resource(kop_manager *m, const kop_resource *r, kop_status *st)
+{
+    long grace = 0, backoff_ms = 500;
+    for (;;) {
+        long wait_ms;
+        kop_err err = kop__discovery_check(m->client, r, st);
+        if (err == KOP_OK || err == KOP_EINVAL)
+            return err;
+        if (err == KOP_ENOTFOUND) {
+            if (grace >= DISCOVERY_GRACE_MS)
+                return err;
+            if (grace == 0)
+                kop_log(KOP_LOG_INFO, "waiting for discovery to serve a watched resource",
+                        KOP_LOG_STR("resource", r->resource), KOP_LOG_STR("version", r->version),
+                        KOP_LOG_INT("grace_ms", DISCOVERY_GRACE_MS));
+            wait_ms = 500;
+            grace += wait_ms;
+        } else {
+            kop_log(KOP_LOG_WARN, "discovery failed, retrying", KOP_LOG_STR("resource", r->resource),
+                    KOP_LOG_ERR(err), KOP_LOG_STR("detail", st ? st->message : ""),
+                    KOP_LOG_INT("retry_ms", backoff_ms));
+            wait_ms = backoff_ms;
+            backoff_ms = backoff_ms * 2 > 30000 ? 30000 : backoff_ms * 2;
+        }
+        if (wait_stop(m, wait_ms))
+            return KOP_ECANCELED;
+    }
+}
+
+/*
+ * check_resources checks every watched resource before any cache starts:
+ * a typo in a group, version or plural would otherwise make an informer
+ * retry its list forever, and one in a kind would make owner references
+ * never match their primary, both without a word.
  */
 static kop_err check_resources(kop_manager *m, kop_status *st)
 {
@@ -609,19 +649,9 @@ static kop_err check_resources(kop_manager *m, kop_status *st)
             seen = m->informers[j].resource == r;
         if (seen)
             continue;
-        kop_err err = kop__discovery_check(m->client, r, st);
-        /* A CRD applied a moment ago may be Established before discovery
-         * serves it: a missing resource gets a short grace, re-asked. */
-        for (long waited = 0; err == KOP_ENOTFOUND && waited < DISCOVERY_GRACE_MS;
-             waited += 500) {
-            if (waited == 0)
-                kop_log(KOP_LOG_INFO, "waiting for discovery to serve a watched resource",
-                        KOP_LOG_STR("resource", r->resource), KOP_LOG_STR("version", r->version),
-                        KOP_LOG_INT("grace_ms", DISCOVERY_GRACE_MS));
-            if (wait_stop(m, 500))
-                return KOP_ECANCELED;
-            err = kop__discovery_check(m->client, r, st);
-        }
+        kop_err err = check_resource(m, r, st);
+        if (err == KOP_ECANCELED)
+            return err;
         if (err) {
             kop_log(KOP_LOG_ERROR, "watched resource refused by discovery",
                     KOP_LOG_STR("group", r->group), KOP_LOG_STR("version", r->version),
@@ -705,9 +735,9 @@ kop_err kop_manager_run(kop_manager *m, kop_status *st)
     if (pthread_create(&sw.thread, NULL, wait_signals, &sw) == 0)
         waiter = true;
 
-    err = check_resources(m, st);
+    err = start_http(m, st);
     if (!err)
-        err = start_http(m, st);
+        err = check_resources(m, st);
     if (!err)
         err = start_informers(m, st);
     if (!err && m->opts.leader_elect)

@@ -14,7 +14,8 @@
  *      demo.example.com/v1: is the CRD installed?"), rather than a cache
  *      that retries forever or owner references that never match (a
  *      resource not served yet is asked for again for up to 10 s, for a
- *      CRD applied just before);
+ *      CRD applied just before; an apiserver that does not answer is
+ *      asked again with backoff until it does, or until stopped);
  *   3. start the informers and wait until each has listed;
  *   4. with --leader-elect, wait to hold the Lease;
  *   5. start every controller's workers;
