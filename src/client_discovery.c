@@ -208,11 +208,12 @@ static void served_list(json_t *entry, char *out, size_t size)
 }
 
 /*
- * lookup finds r's group version in the cache, fetching it when missing or
- * when refresh is set, and returns it in *entry (borrowed from the cache).
+ * lookup_gv finds r's group version in the cache, fetching it when missing
+ * or when refresh is set, and returns it in *entry (borrowed from the
+ * cache). *fetched, if not NULL, tells whether it was fetched just now.
  */
 static kop_err lookup_gv(kop_client *c, const kop_resource *r, bool refresh, json_t **entry,
-                         kop_status *st)
+                         bool *fetched, kop_status *st)
 {
     kop__discovery *d = kop__client_discovery(c);
     char gv[320];
@@ -221,6 +222,8 @@ static kop_err lookup_gv(kop_client *c, const kop_resource *r, bool refresh, jso
     pthread_mutex_lock(&d->lock);
     *entry = refresh ? NULL : json_object_get(d->by_gv, gv);
     pthread_mutex_unlock(&d->lock);
+    if (fetched)
+        *fetched = !*entry;
     if (*entry)
         return KOP_OK;
     kop_err err = fetch_list(c, r->group ? r->group : "", r->version, &list, st);
@@ -241,15 +244,15 @@ kop_err kop__discovery_check(kop_client *c, const kop_resource *r, kop_status *s
         return KOP_EINVAL;
     }
     gv_text(r, gv, sizeof gv);
-    err = lookup_gv(c, r, false, &entry, st);
-    bool cached = !err;
+    bool fetched = false;
+    err = lookup_gv(c, r, false, &entry, &fetched, st);
     if (!err) {
         pthread_mutex_lock(&kop__client_discovery(c)->lock);
         res = find_name(entry, r->resource);
         pthread_mutex_unlock(&kop__client_discovery(c)->lock);
     }
-    if (!res && cached) /* cached before the CRD came: look once more */
-        err = lookup_gv(c, r, true, &entry, st);
+    if (!err && !res && !fetched) /* cached before the CRD came: look once more */
+        err = lookup_gv(c, r, true, &entry, NULL, st);
     if (!err && !res) {
         pthread_mutex_lock(&kop__client_discovery(c)->lock);
         res = find_name(entry, r->resource);
@@ -310,7 +313,7 @@ bool kop__discovery_lacks_status(kop_client *c, const kop_resource *r)
         snprintf(sub, sizeof sub, "%s/status", r->resource) >= (int)sizeof sub)
         return false;
     /* Fresh: a CRD changed since the cache was filled must not mislead. */
-    if (lookup_gv(c, r, true, &entry, &ignored) != KOP_OK)
+    if (lookup_gv(c, r, true, &entry, NULL, &ignored) != KOP_OK)
         return false;
     pthread_mutex_lock(&kop__client_discovery(c)->lock);
     lacks = find_name(entry, r->resource) && !find_name(entry, sub);
