@@ -23,5 +23,6 @@
 #include "kop/log.h"
 #include "kop/events.h"
 #include "kop/webhook.h"
+#include "kop/ctrlutil.h"
 
 #endif /* KOP_KOP_H */

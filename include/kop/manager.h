@@ -9,10 +9,18 @@
  *
  *   1. serve /metrics, /healthz, /readyz (ready once every cache synced
  *      and the webhook server, if any, serves), and the webhooks;
- *   2. start the informers and wait until each has listed;
- *   3. with --leader-elect, wait to hold the Lease;
- *   4. start every controller's workers;
- *   5. on SIGTERM or SIGINT (or kop_manager_stop): stop taking work, let
+ *   2. check every watched resource through discovery: a group version,
+ *      plural or kind the apiserver does not serve stops the start with an
+ *      error naming all four ("no resource websites in
+ *      demo.example.com/v1: is the CRD installed?"), rather than a cache
+ *      that retries forever or owner references that never match (a
+ *      resource not served yet is asked for again for up to 10 s, for a
+ *      CRD applied just before; an apiserver that does not answer is
+ *      asked again with backoff until it does, or until stopped);
+ *   3. start the informers and wait until each has listed;
+ *   4. with --leader-elect, wait to hold the Lease;
+ *   5. start every controller's workers;
+ *   6. on SIGTERM or SIGINT (or kop_manager_stop): stop taking work, let
  *      reconciles in flight finish (up to the shutdown deadline), stop the
  *      informers, release the Lease.
  *
@@ -30,6 +38,7 @@
 #include "kop/common.h"
 #include "kop/config.h"
 #include "kop/err.h"
+#include "kop/events.h"
 #include "kop/informer.h"
 #include "kop/metrics.h"
 
@@ -83,7 +92,8 @@ KOP_API void kop_manager_free(kop_manager *m);
  * clean shutdown, KOP_ESHUTDOWN when the Lease was lost, KOP_ETIMEOUT when
  * reconciles outlived shutdown_timeout_ms (they are abandoned: exit the
  * process; kop_manager_free then frees nothing), or the error that
- * prevented start-up (st says which).
+ * prevented start-up (st says which): KOP_ENOTFOUND for a resource
+ * discovery does not know, KOP_EINVAL for a kind that disagrees with it.
  */
 KOP_API KOP_NODISCARD kop_err kop_manager_run(kop_manager *m, kop_status *st);
 
@@ -108,6 +118,16 @@ KOP_API kop_metrics *kop_manager_metrics(kop_manager *m);
 KOP_API KOP_NODISCARD kop_err kop_manager_informer(kop_manager *m, const kop_resource *r,
                                                    const char *ns, const char *label_selector,
                                                    kop_informer **out);
+
+/*
+ * kop_manager_recorder returns the manager's event recorder (kop/events.h),
+ * borrowed: made on first ask (any thread, before or during run), with the
+ * manager's name as the reporting component, and freed by
+ * kop_manager_free after every controller has stopped and before the
+ * client, so a reconcile may record events without owning anything.
+ * KOP_EINVAL without m or out, or what kop_recorder_new returns.
+ */
+KOP_API KOP_NODISCARD kop_err kop_manager_recorder(kop_manager *m, kop_recorder **out);
 
 /* kop_manager_is_leader tells whether this manager may reconcile now. */
 KOP_API bool kop_manager_is_leader(kop_manager *m);

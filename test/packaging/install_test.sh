@@ -78,6 +78,12 @@ cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$WORK/ft/ft-pkgconfig" "$WOR
     $(pkg-config --cflags --libs kop) 2>"$WORK/cc.log" || { cat "$WORK/cc.log"; fail "cc with pkg-config"; }
 readelf -d "$WORK/ft/ft-pkgconfig" | grep -q "NEEDED.*\[libkop.so.$major\]" || fail "ft-pkgconfig does not need libkop.so.$major"
 LD_LIBRARY_PATH=$lib run_example "$WORK/ft/ft-pkgconfig"
+# Under a prefix the loader does not search (docs/install.md): the run path
+# recorded at link time is enough, with no LD_LIBRARY_PATH.
+# shellcheck disable=SC2046
+cc -std=c11 -D_GNU_SOURCE -o "$WORK/ft/ft-rpath" "$WORK/ft/main.c" $(pkg-config --cflags --libs kop) \
+    -Wl,-rpath,"$(pkg-config --variable=libdir kop)" 2>"$WORK/cc.log" || { cat "$WORK/cc.log"; fail "cc with an rpath"; }
+(unset LD_LIBRARY_PATH; run_example "$WORK/ft/ft-rpath") || exit 1
 # libkop linked statically, its dependencies (kop.pc's Requires.private)
 # shared, as kop.pc's comment says.
 # shellcheck disable=SC2046
@@ -87,7 +93,7 @@ cc -std=c11 -D_GNU_SOURCE -o "$WORK/ft/ft-pkgconfig-static" "$WORK/ft/main.c" "$
     2>"$WORK/cc.log" || { cat "$WORK/cc.log"; fail "cc with pkg-config --static"; }
 readelf -d "$WORK/ft/ft-pkgconfig-static" | grep -q 'NEEDED.*libkop' && fail "ft-pkgconfig-static needs libkop.so"
 run_example "$WORK/ft/ft-pkgconfig-static"
-ok "FlightTicket builds out of tree with pkg-config (shared and static) and runs"
+ok "FlightTicket builds out of tree with pkg-config (shared, shared with an rpath, static) and runs"
 
 log "CMake find_package(kop)"
 cat >"$WORK/ft/CMakeLists.txt" <<'CM'
