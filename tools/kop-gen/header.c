@@ -589,6 +589,8 @@ static void preamble(struct out *o, const char *source)
     fprintf(f,
             "/* %s__invalid records why a value breaks the schema. */\n"
             "static inline kop_err %s__invalid(kop_status *st, const char *path, const char *why, ...)\n"
+            "    KOP_PRINTF(3, 4);\n"
+            "static inline kop_err %s__invalid(kop_status *st, const char *path, const char *why, ...)\n"
             "{\n"
             "    char msg[256];\n"
             "    va_list ap;\n"
@@ -598,7 +600,7 @@ static void preamble(struct out *o, const char *source)
             "    kop_status_setf(st, 0, \"Invalid\", \"%%s: %%s\", path, msg);\n"
             "    return KOP_EINVAL;\n"
             "}\n\n",
-            p, p);
+            p, p, p);
     fprintf(f,
             "/* %s__check_string: enum (NULL-terminated, or NULL), length in characters (-1: no\n"
             " * bound), pattern (a POSIX ERE, or NULL). */\n"
