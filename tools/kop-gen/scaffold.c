@@ -464,10 +464,14 @@ static void sample_fields(FILE *f, const kopgen_field *x, int indent)
         fprintf(f, "%*s%s:", indent, "", c->name);
         switch (c->type) {
         case KOPGEN_STRING:
-            if (c->enums && json_is_string(json_array_get(c->enums, 0)))
-                fprintf(f, " \"%s\"\n", json_string_value(json_array_get(c->enums, 0)));
-            else
+            if (c->enums && json_is_string(json_array_get(c->enums, 0))) {
+                /* JSON's string escapes are YAML's: the value stays one scalar. */
+                char *v = json_dumps(json_array_get(c->enums, 0), JSON_ENCODE_ANY);
+                fprintf(f, " %s\n", v ? v : "example");
+                free(v);
+            } else {
                 fputs(" example\n", f);
+            }
             break;
         case KOPGEN_INTEGER:
         case KOPGEN_NUMBER:
@@ -778,8 +782,13 @@ kop_err kopgen_project_read(kopgen_project *p, char **strings, kop_status *st)
     const char *crd = json_string_value(json_object_get(doc, "crd"));
     const char *version = json_string_value(json_object_get(doc, "version"));
     const json_t *owns = json_object_get(doc, "owns");
-    if (!name || !crd || (owns && !json_is_array(owns)) || strstr(crd, "..") || crd[0] == '/') {
-        kop_status_setf(st, 0, NULL, "%s: want name, crd (a path inside the project) and owns",
+    /* The CRD's path goes into the e2e script and the README: plain characters only. */
+    bool plain = crd && crd[0] && crd[0] != '/' && !strstr(crd, "..");
+    for (const char *c = crd; plain && *c; c++)
+        plain = isalnum((unsigned char)*c) || strchr("._/-", *c);
+    if (!name || !plain || (owns && !json_is_array(owns))) {
+        kop_status_setf(st, 0, NULL, "%s: want name, crd (a path inside the project, of "
+                                     "[A-Za-z0-9._/-]) and owns",
                         path);
         err = KOP_EINVAL;
         goto out;
