@@ -164,7 +164,7 @@ ok "an edit of the spec reaches both children and observedGeneration"
 
 k delete website web --wait=false >/dev/null
 wait_for 60 "the Website gone" bash -c "! '$KUBECTL' --kubeconfig '$DIR/kubeconfig' get website web"
-! grep -q Forbidden "$WORK/operator.log" || fail "the operator met Forbidden: $(grep -m3 Forbidden "$WORK/operator.log")"
+! grep -qi forbidden "$WORK/operator.log" || fail "the operator was refused: $(grep -i -m3 forbidden "$WORK/operator.log")"
 ok "deleting it releases the finalizer; the generated RBAC was enough (no Forbidden)"
 
 kill -TERM "$op"
