@@ -49,6 +49,7 @@
 #include "controller/apply.h"
 #include "controller/claim.h"
 #include "controller/pool.h"
+#include "controller/update.h"
 #include "kop/clock.h"
 
 #define POOL_REQUESTS_MAX 4096  /* request times kept per pool */
@@ -359,11 +360,21 @@ static bool taken_here(ctf_pool *p, const json_t *n)
     return taken;
 }
 
-/* claimable: a warm namespace no one claimed, not going, not being claimed here, and Ready. */
+/*
+ * claimable: a warm namespace no one claimed, not going, not being claimed
+ * here, Ready, and on def's current version (its Deployments carry it,
+ * rolled out: update.c). A warm instance of an older version is never
+ * claimed; the pool controller replaces it.
+ */
 static bool claimable(ctf_operator *op, const json_t *def, const json_t *n)
 {
     ctf_observation o = {.phase = CTF_STATUS_PENDING};
+    ctf_instance_run run;
+    char current[CTF_VERSION_LEN + 1];
     if (ctf_is_claimed(n) || kop_meta_is_deleting(n) || taken_here(op->pool, n))
+        return false;
+    ctf_update_look(op, kop_meta_name(n), &run);
+    if (ctf_update_version(def, current) != KOP_OK || !ctf_update_current(&run, current))
         return false;
     bool ready = ctf_instance_ready(op, def, kop_meta_name(n), &o);
     json_decref(o.endpoints);

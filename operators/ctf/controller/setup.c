@@ -155,6 +155,8 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
         err = ctf_admission_new(op->max_per_team, op->max_instances, &op->admission);
     if (!err)
         err = ctf_applied_new(&op->applied);
+    if (!err)
+        err = ctf_rollout_new(&op->rollout);
     if (!err) {
         kop_informer_handler h = ctf_admission_handler(op->admission);
         err = kop_informer_add_handler(op->challenges, &h);
