@@ -89,10 +89,15 @@ static void def_key(const json_t *def, char *out, size_t size)
     snprintf(out, size, "%s/%s", kop_meta_namespace(def), kop_meta_name(def));
 }
 
-/* started: chal's instance ran once (a new start, otherwise). */
+/*
+ * started: chal's instance ran once and is not in Error (otherwise it is a
+ * new start, or broken anyway: either way it takes the current version, so
+ * a fixed definition reaches an instance that failed under the old one).
+ */
 static bool started(const json_t *chal)
 {
-    return ctf_str2(chal, "status", "startedAt") != NULL;
+    return ctf_str2(chal, "status", "startedAt") != NULL &&
+           !kop_streq(ctf_str2(chal, "status", "currentStatus"), CTF_STATUS_ERROR);
 }
 
 /* instances_of counts the Challenges of def's name (the budget's total; any namespace). */
