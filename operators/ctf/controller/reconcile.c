@@ -422,22 +422,26 @@ static bool namespace_going(ctf_operator *op, const char *ns)
 /*
  * refresh_definition replaces *def (the cache's) by the definition the
  * apiserver holds when that is a newer generation and still valid; on a
- * failed read the cache's stays.
+ * failed read the cache's stays. The read is a list by name (a quorum
+ * read, with the list the operator's role grants already; no get).
  */
-static void refresh_definition(ctf_operator *op, const kop_reconcile *req, json_t **def)
+static void refresh_definition(const kop_reconcile *req, json_t **def)
 {
     kop_status st;
-    json_t *fresh = NULL;
-    if (kop_get(req->client, &CTF_DEFINITIONS, kop_meta_namespace(*def), kop_meta_name(*def),
-                &fresh, &st) == KOP_OK &&
-        kop_meta_generation(fresh) > kop_meta_generation(*def) &&
-        ctf_validate_definition(fresh, &st) == KOP_OK) {
-        json_decref(*def);
-        *def = fresh;
-        return;
+    json_t *list = NULL;
+    char selector[CTF_TEAM_KEY_SIZE];
+    snprintf(selector, sizeof selector, "metadata.name=%s", kop_meta_name(*def));
+    if (kop_list(req->client, &CTF_DEFINITIONS, kop_meta_namespace(*def),
+                 &(kop_list_opts){.field_selector = selector}, &list, &st) == KOP_OK) {
+        json_t *fresh = json_array_get(json_object_get(list, "items"), 0);
+        if (fresh && kop_streq(kop_meta_name(fresh), kop_meta_name(*def)) &&
+            kop_meta_generation(fresh) > kop_meta_generation(*def) &&
+            ctf_validate_definition(fresh, &st) == KOP_OK) {
+            json_decref(*def);
+            *def = json_incref(fresh);
+        }
     }
-    json_decref(fresh);
-    (void)op;
+    json_decref(list);
 }
 
 /*
@@ -478,7 +482,7 @@ static kop_err place_instance(ctf_operator *op, const kop_reconcile *req, const 
     if (!admit(op, chal, pooled ? pool : NULL, o) || *place != CTF_PLACE_UNDECIDED)
         return KOP_OK;
     if (pooled)
-        refresh_definition(op, req, defp);
+        refresh_definition(req, defp);
     def = *defp;
     kop_err err = ctf_pool_claim(op, req, chal, def, ns, size, id, id_size, place);
     if (err)
