@@ -263,8 +263,8 @@ void ctf_update_forget(ctf_operator *op, const json_t *chal)
     char key[CTF_TEAM_KEY_SIZE];
     const char *name = ctf_str2(chal, "spec", "definition");
     snprintf(key, sizeof key, "%s/%s", kop_meta_namespace(chal), name ? name : "");
-    if (!ctf_rollout_holds(op->rollout, key, kop_meta_uid(chal)))
-        return;
+    if (!ctf_rollout_seeded(op->rollout, key) && ctf_rollout_count(op->rollout, key) == 0)
+        return; /* no replacement of this definition began in this process */
     int budget = 1;
     if (name && kop_informer_dup(op->definitions, kop_meta_namespace(chal), name, &def) == KOP_OK &&
         ctf_update_parse(def, &u, NULL) == KOP_OK)

@@ -67,7 +67,10 @@ KOP_NODISCARD kop_err ctf_update_gate(ctf_operator *op, const json_t *chal, cons
 void ctf_update_observed(const json_t *chal, const json_t *def, const ctf_update_pass *pass,
                          ctf_observation *o);
 
-/* ctf_update_forget gives back chal's slot (its instance is going) and wakes the waiting. */
+/*
+ * ctf_update_forget gives back chal's slot, or its place among the waiting
+ * (its instance is going), and wakes as many waiting as slots are free.
+ */
 void ctf_update_forget(ctf_operator *op, const json_t *chal);
 
 /*
