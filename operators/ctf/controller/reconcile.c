@@ -283,9 +283,9 @@ static bool read_flag(ctf_operator *op, const json_t *chal, const json_t *def, c
 
 /*
  * apply_gated applies children, chal's instance as built, through the
- * update's gate (update.c: all, or the flag Secret alone while the instance
- * keeps its version or waits for its turn); nothing when the gate left
- * nothing.
+ * update's gate (update.c: all, or what no version changes, the flag
+ * Secret among it, while the instance keeps its version or waits for its
+ * turn).
  */
 static kop_err apply_gated(ctf_operator *op, const json_t *chal, const json_t *def,
                            const char *ns, json_t **children, ctf_update_pass *up,

@@ -10,7 +10,8 @@
  * before its apply:
  *
  *   fresh, current, or never started  -> apply every child
- *   behind, OnNextStart                -> apply the flag Secret only: the
+ *   behind, OnNextStart                -> apply what does not depend on
+ *                                         the version (kept_child): the
  *                                         pods keep the version they
  *                                         started with
  *   behind, Rolling or Recreate        -> take a slot of the rollout ledger
@@ -166,8 +167,30 @@ static void wake(ctf_operator *op, json_t *names)
     json_decref(names);
 }
 
-/* keep_secret cuts children to the flag Secret (none: empty). */
-static kop_err keep_secret(json_t **children)
+/*
+ * kept_child: child goes out to an instance kept on an older version too:
+ * its Namespace, its flag Secret (a new flag reaches every instance at
+ * once), and the NetworkPolicies that no version changes (instance.c's
+ * default-deny, allow-same-instance, allow-dns), so that one deleted by
+ * hand is put back at once as for any instance. Its Deployments, Services,
+ * Ingresses, quota, limits and the policies made from its exposures and
+ * egress stay as they were applied with the version it runs: a kept
+ * instance fails closed, never open.
+ */
+static bool kept_child(const json_t *child)
+{
+    static const char *const policies[] = {"default-deny", "allow-same-instance", "allow-dns"};
+    const char *kind = json_string_value(json_object_get(child, "kind"));
+    if (kop_streq(kind, "Namespace") || kop_streq(kind, "Secret"))
+        return true;
+    for (size_t i = 0; kop_streq(kind, "NetworkPolicy") && i < CTF_LEN(policies); i++)
+        if (kop_streq(kop_meta_name(child), policies[i]))
+            return true;
+    return false;
+}
+
+/* keep_unversioned cuts children to those a kept instance takes (kept_child). */
+static kop_err keep_unversioned(json_t **children)
 {
     json_t *kept = json_array(), *child;
     size_t i;
@@ -175,8 +198,7 @@ static kop_err keep_secret(json_t **children)
         return KOP_ENOMEM;
     json_array_foreach(*children, i, child)
     {
-        if (kop_streq(json_string_value(json_object_get(child, "kind")), "Secret") &&
-            json_array_append(kept, child) != 0) {
+        if (kept_child(child) && json_array_append(kept, child) != 0) {
             json_decref(kept);
             return KOP_ENOMEM;
         }
@@ -218,7 +240,7 @@ kop_err ctf_update_gate(ctf_operator *op, const json_t *chal, const json_t *def,
     pass->replacing = started(chal) && (ctf_rollout_holds(op->rollout, key, uid) ||
                                         (was_updating && !ctf_update_current(&run, current)));
     if (pass->verdict == CTF_UPDATE_KEEP || pass->queued)
-        return keep_secret(children);
+        return keep_unversioned(children);
     return KOP_OK;
 }
 

@@ -48,7 +48,8 @@ typedef struct ctf_update_pass {
  * namespace ns; *children replaced when cut) go out this pass:
  *   - applied as built (a fresh instance, the current version, one never
  *     started), or when it holds a slot of the rollout (Rolling, Recreate);
- *   - cut to the flag Secret alone (possibly nothing) when it is kept on
+ *   - cut to what no version changes (its Namespace, flag Secret and the
+ *     NetworkPolicies that do not depend on the version) when it is kept on
  *     its version (OnNextStart) or waits for a slot (pass->queued: the
  *     ledger wakes it when one frees).
  * An instance holding a slot that the caches show on the current version,

@@ -11,7 +11,9 @@
  *   an older version, never started                -> apply (a new start
  *                                                     gets the new version)
  *   an older version, OnNextStart                  -> keep it as it runs
- *                                                     (its flag Secret only)
+ *                                                     (its flag Secret and
+ *                                                     what no version
+ *                                                     changes only)
  *   an older version, Rolling or Recreate          -> replace it once it
  *                                                     holds one of the
  *                                                     budget's slots

@@ -88,7 +88,7 @@ KOP_NODISCARD kop_err ctf_update_version(const json_t *def, char out[CTF_VERSION
 /* ctf_update_verdict: what one pass does with an instance (ctf_update_decide). */
 typedef enum ctf_update_verdict {
     CTF_UPDATE_APPLY = 0, /* fresh, on the current version, unknown or never started: apply */
-    CTF_UPDATE_KEEP,      /* behind, kept as it runs: only its flag Secret is applied */
+    CTF_UPDATE_KEEP,      /* behind, kept as it runs: its flag Secret, not its pods, is applied */
     CTF_UPDATE_ROLL,      /* behind: replace it once it holds a slot of the budget (ledger) */
 } ctf_update_verdict;
 
