@@ -13,7 +13,8 @@
 #   - OnNextStart (the default): the running instances keep their version
 #     (the definition's status counts them behind, their pods are not
 #     replaced), a flag change still reaches their Secret without a restart,
-#     and a new start gets the new version;
+#     a NetworkPolicy deleted by hand comes back, and a new start gets the
+#     new version;
 #   - Recreate: both instances replaced, and the team's event stream
 #     (GET /api/v1/teams/T/events) tells of Updating, then "updated to the
 #     new version";
@@ -205,6 +206,9 @@ flags_new() {
 export want_flag
 export -f flags_new
 wait_for 60 "the new flag in the kept instances' Secrets" flags_new
+kept_ns=$(kc get chal keep-001 -o jsonpath='{.status.namespace}')
+k -n "$kept_ns" delete networkpolicy default-deny --wait=false >/dev/null
+wait_for 60 "default-deny back in a kept instance" k -n "$kept_ns" get networkpolicy default-deny
 challenges keep 4 4 keep | k apply -f - >/dev/null
 k3=$(gen keep)
 wait_for 180 "the new start Running on generation $k3" bash -c \
@@ -215,7 +219,7 @@ on_gen keep "$k1" 3 || fail "a running instance of keep left generation $k1"
 pods_after=$(k get pods -A -l ctf.kopc.io/definition=keep -o jsonpath='{range .items[*]}{.metadata.uid}{"\n"}{end}' | sort)
 [ -z "$(comm -23 <(echo "$pods_before") <(echo "$pods_after"))" ] || fail "a pod of a kept instance was replaced"
 [ "$(update_field keep behind)" = 3 ] || fail "keep's status.update.behind is not 3"
-ok "3 kept on generation $k1 (pods untouched, new flag in their Secrets), the new start on $k3"
+ok "3 kept on generation $k1 (pods untouched, new flag in their Secrets, a deleted default-deny put back), the new start on $k3"
 
 log "Recreate: both instances replaced; the team's event stream tells"
 define fix "spec['update'] = {'strategy': 'Recreate'}"
