@@ -207,7 +207,7 @@ export want_flag
 export -f flags_new
 wait_for 60 "the new flag in the kept instances' Secrets" flags_new
 kept_ns=$(kc get chal keep-001 -o jsonpath='{.status.namespace}')
-k -n "$kept_ns" delete networkpolicy default-deny --wait=false >/dev/null
+k -n "$kept_ns" delete networkpolicy default-deny >/dev/null
 wait_for 60 "default-deny back in a kept instance" k -n "$kept_ns" get networkpolicy default-deny
 challenges keep 4 4 keep | k apply -f - >/dev/null
 k3=$(gen keep)
