@@ -18,6 +18,7 @@ typedef struct ctf_observation {
     long requeue_ms;   /* 0: none */
     int64_t generation; /* the definition generation the instance runs (0: not known) */
     bool updated;       /* back Running from an update (status.updatedAt) */
+    char version[CTF_VERSION_LEN + 1]; /* the definition version it runs ("": not known) */
 } ctf_observation;
 
 /* ctf_observe_error sets o to Error with reason and the formatted message. */

@@ -51,6 +51,8 @@ static json_t *desired_status(const json_t *chal, const ctf_observation *o, cons
         json_object_set_new(status, "namespace", json_string(ns));
     if (o->generation > 0)
         json_object_set_new(status, "definitionGeneration", json_integer(o->generation));
+    if (o->version[0])
+        json_object_set_new(status, "definitionVersion", json_string(o->version));
     if (o->updated && ctf_format_time(time(NULL), ts) == KOP_OK)
         json_object_set_new(status, "updatedAt", json_string(ts));
     if (expires > 0 && ctf_format_time(expires, ts) == KOP_OK)
@@ -82,7 +84,7 @@ static bool status_equal(const json_t *a, const json_t *b)
     static const char *const fields[] = {
         "currentStatus", "reason",    "message",   "namespace",
         "endpoints",     "expiresAt", "startedAt", "observedGeneration",
-        "definitionGeneration", "updatedAt"};
+        "definitionGeneration", "definitionVersion", "updatedAt"};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         json_t *x = json_object_get(a, fields[i]), *y = json_object_get(b, fields[i]);
         if (json_is_null(x))
@@ -137,7 +139,7 @@ kop_err ctf_write_status(ctf_operator *op, const kop_reconcile *req, const json_
         goto out;
     }
     const char *was = old ? json_string_value(json_object_get(old, "currentStatus")) : NULL;
-    if (!was || strcmp(was, o->phase) != 0) {
+    if (!was || strcmp(was, o->phase) != 0 || o->updated) {
         bool bad = strcmp(o->phase, CTF_STATUS_ERROR) == 0;
         /* Back Running from an update: the Event says so (update.c). */
         const char *reason = o->reason          ? o->reason

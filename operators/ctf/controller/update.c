@@ -221,6 +221,7 @@ kop_err ctf_update_gate(ctf_operator *op, const json_t *chal, const json_t *def,
     def_key(def, key, sizeof key);
     ctf_update_look(op, ns, &run);
     pass->generation = run.generation;
+    snprintf(pass->version, sizeof pass->version, "%s", run.mixed ? "" : run.version);
     /* A slot held whose replacement is over: given back, and the waiting woken. */
     if (ctf_rollout_holds(op->rollout, key, uid) && ctf_update_current(&run, current))
         wake(op, ctf_rollout_end(op->rollout, key, uid, budget_of(op, def, &u)));
@@ -249,8 +250,11 @@ void ctf_update_observed(const json_t *chal, const json_t *def, const ctf_update
 {
     const char *was = ctf_str2(chal, "status", "currentStatus");
     const char *was_msg = ctf_str2(chal, "status", "message");
+    const char *was_version = ctf_str2(chal, "status", "definitionVersion");
     int64_t gen = kop_meta_generation(def);
     o->generation = pass->generation;
+    if (!pass->replacing)
+        snprintf(o->version, sizeof o->version, "%s", pass->version);
     if (o->reason)
         return; /* an Error says why; the slot stays held: the rollout waits */
     if (pass->replacing && strcmp(o->phase, CTF_STATUS_RUNNING) != 0) {
@@ -268,7 +272,8 @@ void ctf_update_observed(const json_t *chal, const json_t *def, const ctf_update
     }
     if (strcmp(o->phase, CTF_STATUS_RUNNING) != 0)
         return;
-    if (kop_streq(was, CTF_STATUS_UPDATING)) {
+    if (kop_streq(was, CTF_STATUS_UPDATING) ||
+        (ctf_nonempty(was_version) && o->version[0] && strcmp(was_version, o->version) != 0)) {
         o->updated = true;
         snprintf(o->message, sizeof o->message, "%s (generation %lld)", CTF_UPDATED_NOTICE,
                  (long long)(pass->generation ? pass->generation : gen));

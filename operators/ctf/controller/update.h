@@ -41,6 +41,7 @@ typedef struct ctf_update_pass {
     bool replacing;        /* being replaced by the new version: status Updating */
     bool queued;           /* behind, waiting for a slot of the Rolling budget */
     int64_t generation;    /* the definition generation the instance runs (0: not known yet) */
+    char version[CTF_VERSION_LEN + 1]; /* the version it runs ("": not known, or partly applied) */
 } ctf_update_pass;
 
 /*
@@ -63,7 +64,10 @@ KOP_NODISCARD kop_err ctf_update_gate(ctf_operator *op, const json_t *chal, cons
  * ctf_update_observed turns what a pass observed into what the status
  * says of the update: Updating while the instance is replaced (never the
  * start timeout), and, when it comes back Running from an update, the
- * notice CTF_UPDATED_NOTICE in the message (kept while it runs).
+ * notice CTF_UPDATED_NOTICE in the message (kept while it runs). Back from
+ * an update means: its status said Updating, or the version it runs is not
+ * the one its status recorded (status.definitionVersion), so a pass that
+ * never got to write Updating (a conflict, a SIGKILL) still tells.
  */
 void ctf_update_observed(const json_t *chal, const json_t *def, const ctf_update_pass *pass,
                          ctf_observation *o);
