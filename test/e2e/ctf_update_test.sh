@@ -174,6 +174,12 @@ print(f"{len(deps)} Deployments, {len(bad)} without VERSION=2 {bad[:3]}")
 sys.exit(1 if bad or len(deps) != int(os.environ.get("N", "50")) else 0)
 PY
 ok "all $N on generation $g2, each with the namespace, endpoints, expiry and flag it had"
+noticed=$(kc get chal -o json | python3 -c "
+import json, sys
+print(sum(1 for c in json.load(sys.stdin)['items'] if c['spec']['definition'] == 'roll'
+          and c['status'].get('message', '').startswith('updated to the new version')
+          and c['status'].get('updatedAt')))")
+[ "$noticed" = "$N" ] || fail "only $noticed of $N say 'updated to the new version' (with updatedAt)"
 updated=$(kc get events --field-selector reason=Updated -o json | python3 -c "
 import json, sys
 print(len({e['involvedObject']['name'] for e in json.load(sys.stdin)['items'] if e['involvedObject']['name'].startswith('roll-')}))")
@@ -181,7 +187,7 @@ print(len({e['involvedObject']['name'] for e in json.load(sys.stdin)['items'] if
 [ "$updated" -ge $((N - MAX_UNAVAILABLE)) ] || fail "only $updated instances have an Event Updated"
 header=$(kc get chaldef roll)
 for col in CURRENT UPDATING BEHIND; do grep -qw "$col" <<<"${header%%$'\n'*}" || fail "kubectl get chaldef lacks $col: $header"; done
-ok "an Event Updated for $updated of $N; kubectl get chaldef shows CURRENT, UPDATING, BEHIND"
+ok "all $N say 'updated to the new version', an Event Updated for $updated of $N; kubectl get chaldef shows CURRENT, UPDATING, BEHIND"
 no_forbidden upd
 
 log "OnNextStart: running instances keep their version, a new start gets the new one"
