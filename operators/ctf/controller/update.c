@@ -124,7 +124,8 @@ static int budget_of(ctf_operator *op, const json_t *def, const ctf_update_spec 
 /*
  * seed gives the ledger of def, in a process that has not begun any of its
  * replacements, the instances the caches show in the middle of one: they
- * ran once, and their Deployments carry the current version and roll.
+ * ran once, and their Deployments carry the current version and roll (or
+ * are partly applied, or not available).
  */
 static void seed(ctf_operator *op, const json_t *def, const char *key, const char *current)
 {
@@ -138,7 +139,10 @@ static void seed(ctf_operator *op, const json_t *def, const char *key, const cha
     json_array_foreach(chals, i, c)
     {
         ctf_instance_run run;
-        if (!kop_streq(kop_meta_namespace(c), kop_meta_namespace(def)) || !started(c))
+        /* Ran once (in Error or not: a replacement that fails keeps its slot, and the
+         * rollout waits on it rather than break more instances). */
+        if (!kop_streq(kop_meta_namespace(c), kop_meta_namespace(def)) ||
+            !ctf_str2(c, "status", "startedAt"))
             continue;
         ctf_update_look(op, ctf_str2(c, "status", "namespace"), &run);
         bool touched = run.deployments > 0 && (run.mixed || kop_streq(run.version, current));
