@@ -596,8 +596,7 @@ kop_result ctf_pool_reconcile(const kop_reconcile *req, void *user)
     /* A definition that never had a pool gets no status.pool written. */
     if (def && (pooled || ctf_get2(def, "status", "pool")))
         report(op, req, def, target, &v);
-    if (def)
-        ctf_update_report(op, req, def); /* its instances on the current version, or not */
+    long report_ms = def ? ctf_update_report(op, req, def) : 0; /* on the current version? */
     if (!def)
         forget_pool(op, key, req->namespace, req->name);
     json_decref(v.spare);
@@ -607,10 +606,12 @@ kop_result ctf_pool_reconcile(const kop_reconcile *req, void *user)
     if (wait_ms > 0 && v.unclaimed < target) {
         if (spec.autoscale && wait_ms > POOL_RESYNC_MS)
             wait_ms = POOL_RESYNC_MS; /* the window slides meanwhile */
-        return KOP_REQUEUE_AFTER(wait_ms);
+        return KOP_REQUEUE_AFTER(ctf_min_positive(wait_ms, report_ms));
     }
     if (spec.autoscale)
-        return KOP_REQUEUE_AFTER(POOL_RESYNC_MS);
+        return KOP_REQUEUE_AFTER(ctf_min_positive(POOL_RESYNC_MS, report_ms));
     /* Starting instances wake this through their events; the timer catches a start timeout. */
-    return v.ready < v.unclaimed ? KOP_REQUEUE_AFTER(POOL_RESYNC_MS) : KOP_DONE;
+    if (v.ready < v.unclaimed)
+        return KOP_REQUEUE_AFTER(ctf_min_positive(POOL_RESYNC_MS, report_ms));
+    return report_ms > 0 ? KOP_REQUEUE_AFTER(report_ms) : KOP_DONE;
 }

@@ -306,7 +306,9 @@ void ctf_update_forget(ctf_operator *op, const json_t *chal)
 
 /* ---- the definition's progress --------------------------------------------------- */
 
-void ctf_update_report(ctf_operator *op, const kop_reconcile *req, const json_t *def)
+#define UPDATE_REPORT_AGAIN_MS 2000 /* an update under way is counted again this often */
+
+long ctf_update_report(ctf_operator *op, const kop_reconcile *req, const json_t *def)
 {
     json_t *chals = NULL, *c;
     size_t i;
@@ -316,7 +318,7 @@ void ctf_update_report(ctf_operator *op, const kop_reconcile *req, const json_t 
     if (ctf_update_parse(def, &u, NULL) != KOP_OK ||
         kop_informer_by_index(op->challenges, CTF_INDEX_DEFINITION, kop_meta_name(def), &chals) !=
             KOP_OK)
-        return;
+        return 0;
     json_array_foreach(chals, i, c)
     {
         const char *phase = ctf_str2(c, "status", "currentStatus");
@@ -331,12 +333,15 @@ void ctf_update_report(ctf_operator *op, const kop_reconcile *req, const json_t 
             behind++;
     }
     json_decref(chals);
+    long again = updating > 0 || (behind > 0 && u.strategy != CTF_UPDATE_ON_NEXT_START)
+                     ? UPDATE_REPORT_AGAIN_MS
+                     : 0;
     json_t *want = json_pack("{s:I, s:s, s:i, s:i, s:i}", "generation", (json_int_t)gen,
                              "strategy", ctf_update_strategy_name(u.strategy), "current", current,
                              "updating", updating, "behind", behind);
     if (!want || json_equal(want, ctf_get2(def, "status", "update"))) {
         json_decref(want);
-        return;
+        return again;
     }
     json_t *patch = json_pack("{s:{s:o}}", "status", "update", want);
     kop_status st;
@@ -349,4 +354,5 @@ void ctf_update_report(ctf_operator *op, const kop_reconcile *req, const json_t 
         kop_logger_log(req->log, KOP_LOG_WARN, "update status not written", KOP_LOG_ERR(err),
                        KOP_LOG_STR("detail", st.message));
     json_decref(patch);
+    return err && err != KOP_ENOTFOUND ? UPDATE_REPORT_AGAIN_MS : again;
 }

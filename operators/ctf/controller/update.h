@@ -81,8 +81,12 @@ void ctf_update_forget(ctf_operator *op, const json_t *chal);
 /*
  * ctf_update_report writes the definition's status.update (generation,
  * strategy, and how many of its instances are current, updating, behind)
- * when it changed. Called by the pool controller's pass of def.
+ * when it changed. Called by the pool controller's pass of def, which the
+ * Challenges' passes wake when one of them changes; the cache it counts
+ * from may not show that change yet, so while an update is under way
+ * (updating, or behind under Rolling or Recreate) it returns how soon to
+ * count again (ms), else 0.
  */
-void ctf_update_report(ctf_operator *op, const kop_reconcile *req, const json_t *def);
+long ctf_update_report(ctf_operator *op, const kop_reconcile *req, const json_t *def);
 
 #endif /* CTF_CONTROLLER_UPDATE_H */
