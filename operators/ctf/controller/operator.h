@@ -22,6 +22,7 @@
 #include "core/instance.h"
 #include "core/json.h"
 #include "core/pool.h"
+#include "core/update.h"
 #include "controller/resources.h"
 
 #define CTF_FINALIZER     "ctf.kopc.io/instance"
@@ -31,6 +32,7 @@
 /* Challenge states (status.currentStatus). */
 #define CTF_STATUS_PENDING     "Pending"
 #define CTF_STATUS_RUNNING     "Running"
+#define CTF_STATUS_UPDATING    "Updating" /* replaced by a new version (update.c) */
 #define CTF_STATUS_ERROR       "Error"
 #define CTF_STATUS_TERMINATING "Terminating"
 #define CTF_STATUS_DELETED     "Deleted"
@@ -49,6 +51,7 @@ typedef struct ctf_operator {
     kop_controller *ctl;
     ctf_admission *admission; /* the quotas, asked by the reconciler and the API */
     ctf_applied *applied;     /* what each instance was last applied as */
+    ctf_rollout *rollout;     /* the instances being replaced by a new version (update.c) */
     ctf_pool *pool;           /* the warm pools: their controller and the claims made */
     kop_informer *challenges, *definitions, *namespaces, *deployments, *pods, *services;
     kop_informer *endpointslices; /* of the instances' Services: is an endpoint ready? */

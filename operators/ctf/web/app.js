@@ -33,6 +33,9 @@
   const BACKOFF_MAX_MS = 30000;
   const WARN_SECONDS = 300; // countdown turns to a warning, announced once
 
+  // The start of an instance's message once the organizers updated it.
+  const UPDATED_NOTICE = 'updated to the new version';
+
   const STATE_LABELS = {
     Stopped: 'Not running',
     Starting: 'Starting…',
@@ -335,6 +338,9 @@
     const after = stateOf(name);
     // Changes are read out, but not what the page finds when it loads.
     if (before !== after && cardOf(name)) announce(`${titleOf(name)}: ${describeState(name)}`);
+    if (fromStream && before === 'Starting' && after === 'Running' && updatedNotice(inst) && cardOf(name)) {
+      announce(`${titleOf(name)}: updated to the new version.`);
+    }
     if (after !== 'Stopped' && !state.challenges.some((c) => c.name === name)) refreshChallenges();
     renderCard(name);
     maybeRecreate(name);
@@ -538,6 +544,7 @@
     const nodes = [stateLine(s, retrying, inst)];
     if (s === 'Error' && inst) nodes.push(errorBox(inst));
     if (s === 'Running' && inst) nodes.push(endpointList(inst.endpoints || []), expiryLine(inst));
+    if (s === 'Running' && updatedNotice(inst)) nodes.push(updatedNotice(inst));
     nodes.push(actionRow(name, s, inst, retrying));
     return nodes;
   }
@@ -549,6 +556,16 @@
       el('span', { class: `badge state-${s.toLowerCase()}${busy ? ' busy' : ''}` }, label));
     if (s === 'Starting' && inst && inst.message) line.append(' ', el('span', { class: 'muted' }, inst.message));
     return line;
+  }
+
+  // updatedNotice(inst): the organizers replaced a running instance with a
+  // new version of the challenge (its message says so, see docs/api.md):
+  // same address, flag and time left, but whatever the team did in it is gone.
+  function updatedNotice(inst) {
+    if (!inst || typeof inst.message !== 'string' || !inst.message.startsWith(UPDATED_NOTICE)) return null;
+    return el('p', { class: 'notice', 'data-notice': 'updated' },
+      'Updated to the new version of this challenge: same address, flag and time left; ',
+      'anything stored in the old instance is gone.');
   }
 
   function errorBox(inst) {
