@@ -81,7 +81,7 @@ LD_LIBRARY_PATH=$lib run_example "$WORK/ft/ft-pkgconfig"
 # Under a prefix the loader does not search (docs/install.md): the run path
 # recorded at link time is enough, with no LD_LIBRARY_PATH.
 # shellcheck disable=SC2046
-cc -std=c11 -D_GNU_SOURCE -o "$WORK/ft/ft-rpath" "$WORK/ft/main.c" $(pkg-config --cflags --libs kop) \
+cc -std=c11 -D_GNU_SOURCE -o "$WORK/ft/ft-rpath" "$WORK/ft/main.c" "$WORK/ft/webhook.c" $(pkg-config --cflags --libs kop) \
     -Wl,-rpath,"$(pkg-config --variable=libdir kop)" 2>"$WORK/cc.log" || { cat "$WORK/cc.log"; fail "cc with an rpath"; }
 (unset LD_LIBRARY_PATH; run_example "$WORK/ft/ft-rpath") || exit 1
 # libkop linked statically, its dependencies (kop.pc's Requires.private)
