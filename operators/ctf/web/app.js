@@ -724,6 +724,25 @@
     };
   }
 
+  // readEventStream(path, onEvent, signal, onChunk): GET an event stream and
+  // feed it to an sseParser until it ends; onChunk() on every chunk read (the
+  // callers' staleness clocks). Throws an ApiError for a refused request.
+  async function readEventStream(path, onEvent, signal, onChunk) {
+    const res = await fetch(path, {
+      headers: authHeaders({ Accept: 'text/event-stream' }), cache: 'no-store', signal,
+    });
+    if (!res.ok) throw await errorFrom(res);
+    const push = sseParser(onEvent);
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      onChunk();
+      push(decoder.decode(value, { stream: true }));
+    }
+  }
+
   function onStreamEvent(type, data) {
     let msg;
     try {
@@ -753,19 +772,9 @@
     }, 5000);
     let why = 'the stream ended';
     try {
-      const res = await fetch(`/api/v1${teamPath('/events')}`, {
-        headers: authHeaders({ Accept: 'text/event-stream' }), cache: 'no-store', signal: ctl.signal,
-      });
-      if (!res.ok) throw await errorFrom(res);
-      const push = sseParser(onStreamEvent);
-      const reader = res.body.getReader();
-      const decoder = new TextDecoder();
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
+      await readEventStream(`/api/v1${teamPath('/events')}`, onStreamEvent, ctl.signal, () => {
         last = Date.now();
-        push(decoder.decode(value, { stream: true }));
-      }
+      });
     } catch (err) {
       if (session !== state.session) return;
       if (err instanceof ApiError) {
@@ -926,19 +935,9 @@
     }, 5000);
     let why = 'the stream ended';
     try {
-      const res = await fetch('/api/v1/admin/events', {
-        headers: authHeaders({ Accept: 'text/event-stream' }), cache: 'no-store', signal: ctl.signal,
-      });
-      if (!res.ok) throw await errorFrom(res);
-      const push = sseParser(onAdminEvent);
-      const reader = res.body.getReader();
-      const decoder = new TextDecoder();
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
+      await readEventStream('/api/v1/admin/events', onAdminEvent, ctl.signal, () => {
         last = Date.now();
-        push(decoder.decode(value, { stream: true }));
-      }
+      });
     } catch (err) {
       if (session !== state.session) return;
       if (err instanceof ApiError) {
