@@ -182,8 +182,8 @@ KOP_API KOP_NODISCARD kop_err kop_reconcile_child(const kop_reconcile *req, cons
  * subresource of the controller's primary resource (KOP_OP_UPDATED), so
  * fields others wrote stay. A NULL status (a json_pack that failed) is
  * KOP_ENOMEM, one that is not an object KOP_EINVAL; a 404 says whether
- * the CRD lacks the status subresource (as
- * kop_patch_status). result may be NULL.
+ * the CRD lacks the status subresource (as kop_patch_status). An obj
+ * without a generation (0) gets no observedGeneration. result may be NULL.
  */
 KOP_API KOP_NODISCARD kop_err kop_reconcile_status(const kop_reconcile *req, const json_t *obj,
                                                    const json_t *status, kop_op_result *result,
