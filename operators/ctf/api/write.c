@@ -53,31 +53,6 @@ static enum MHD_Result existing_answer(ctf_api *api, struct MHD_Connection *conn
 }
 
 /*
- * refused_by_webhook answers a create the operator's validating webhook
- * refused (with --webhook-bind: a replica whose ledger saw the team or the
- * CTF full, or the definition gone, a moment after this one checked) as
- * the API answers when it refuses itself, in the operator's words (what
- * follows the apiserver's "denied the request: "); false when st is no
- * such refusal.
- */
-static bool refused_by_webhook(ctf_api *api, struct MHD_Connection *conn, request *rq,
-                               kop_err err, const kop_status *st, enum MHD_Result *ret)
-{
-    static const char said[] = "denied the request: ";
-    const char *msg = strstr(st->message, said);
-    msg = msg ? msg + sizeof said - 1 : st->message;
-    if (err != KOP_EFORBIDDEN)
-        return false;
-    if (strcmp(st->reason, CTF_REASON_QUOTA) == 0)
-        *ret = ctf_api_send_error(api, conn, rq, 409, "QuotaExceeded", msg, NULL);
-    else if (strcmp(st->reason, CTF_REASON_DEFINITION_NOT_FOUND) == 0)
-        *ret = ctf_api_send_error(api, conn, rq, 404, "NotFound", msg, NULL);
-    else
-        return false;
-    return true;
-}
-
-/*
  * put_instance: idempotent create. The name is a function of team and
  * challenge, so of concurrent PUTs the apiserver lets exactly one create
  * and the others find it (AlreadyExists, then a GET that sees it).
@@ -89,6 +64,7 @@ enum MHD_Result ctf_api_put_instance(ctf_api *api, struct MHD_Connection *conn, 
     const char *ns = api->opts.challenge_namespace;
     char name[KOP_META_DNS1123_LABEL_MAX + 1], msg[300];
     json_t *def = NULL, *chal = NULL, *obj = NULL, *created = NULL;
+    ctf_api_refusal refusal;
     kop_status st;
     enum MHD_Result ret;
 
@@ -127,9 +103,11 @@ enum MHD_Result ctf_api_put_instance(ctf_api *api, struct MHD_Connection *conn, 
     } else if (err == KOP_EALREADYEXISTS &&
                kop_get(c, &CTF_CHALLENGES, ns, name, &chal, &st) == KOP_OK) {
         ret = existing_answer(api, conn, rq, chal);
-    } else if (refused_by_webhook(api, conn, rq, err, &st, &ret)) {
+    } else if (ctf_api_webhook_refusal(err, &st, &refusal)) {
+        /* The operator's webhook refused it (routes.c): answered as the API's own refusal. */
         kop_log(KOP_LOG_INFO, "api create refused by the webhook",
                 KOP_LOG_STR("team", rq->route.team), KOP_LOG_STR("reason", st.reason));
+        ret = ctf_api_send_error(api, conn, rq, refusal.code, refusal.reason, refusal.message, NULL);
     } else {
         ret = ctf_api_send_apiserver_error(api, conn, rq, err, &st);
     }
