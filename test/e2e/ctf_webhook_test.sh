@@ -139,11 +139,28 @@ grep -q "Error from server (QuotaExceeded)" <<<"$out" || fail "kubectl did not p
 grep -qF "denied the request: $quota_msg" <<<"$out" || fail "not the status's message ($quota_msg): $out"
 ok "a team over its quota is refused with the status's message: $quota_msg"
 
-challenge nc-team-b nc team-b | k apply -f - >/dev/null || fail "a valid Challenge was refused"
+# A new definition and a Challenge of it in one file, as organizers apply
+# them: the Challenge reaches the webhook milliseconds after the definition,
+# before the operator's cache may have it, and must not be refused.
+kc get chaldef nc -o json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+d["metadata"] = {"name": "nc2", "namespace": "ctf"}
+d.pop("status", None)
+c = {"apiVersion": "ctf.kopc.io/v1alpha1", "kind": "Challenge",
+     "metadata": {"name": "nc-team-b", "namespace": "ctf"}, "spec": {"definition": "nc2", "team": "team-b"}}
+print(json.dumps({"apiVersion": "v1", "kind": "List", "items": [d, c]}))' >"$WORK/together.json"
+k apply -f "$WORK/together.json" >/dev/null || fail "a new definition and its Challenge applied together were refused"
 challenge web-team-c web team-c | k apply -f - >/dev/null || fail "a valid Challenge was refused"
 wait_for 90 "nc-team-b Running" status_is nc-team-b Running
 wait_for 90 "web-team-c Running" status_is web-team-c Running
-ok "valid Challenges are admitted and go Running"
+ok "valid Challenges are admitted and go Running, one applied with its new definition"
+
+metrics=$(curl -sf "http://127.0.0.1:$MP/metrics")
+served=$(awk 'index($0, "controller_runtime_webhook_requests_total{webhook=\"/validate-ctf-kopc-io-v1alpha1-challenge\",code=\"200\"} ") == 1 { print $2 }' <<<"$metrics")
+# At least the probe, the two refusals and the two admitted.
+[ "${served:-0}" -ge 5 ] || fail "the webhook's requests metric says ${served:-nothing}"
+ok "controller_runtime_webhook_requests_total counts the webhook's answers ($served)"
 
 apply_refused nc-team-d nc team-d
 grep -q "Error from server (QuotaExceeded)" <<<"$out" || fail "kubectl did not print the reason: $out"
