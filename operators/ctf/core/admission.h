@@ -95,12 +95,13 @@ void ctf_say_no_definition(const char *def, const char *ns, char *msg, size_t si
 /*
  * ctf_admission_review judges a Challenge about to be created (the
  * validating webhook's question) in namespace ns (NULL: chal's own),
- * admitting nothing: the reconciler still admits it when it runs. def is its ChallengeDefinition as the caches
- * show it (borrowed; NULL: there is none). Returns true when it would be
- * admitted now; false with r filled with the reason and message its status
- * would show, checked in the reconciler's order: DefinitionNotFound,
- * InvalidDefinition, QuotaExceeded (the team's cap, then the CTF's, as
- * ctf_admission_check answers the instance API).
+ * admitting nothing: the reconciler still admits it when it runs. def is
+ * its ChallengeDefinition as the caches show it (borrowed; NULL: there is
+ * none). Returns true when it would be admitted now; false with r filled
+ * with the reason and message its status would show, checked in the
+ * reconciler's order: DefinitionNotFound, InvalidDefinition, QuotaExceeded
+ * (the team's cap, then the CTF's, as ctf_admission_check answers the
+ * instance API).
  */
 bool ctf_admission_review(ctf_admission *a, const char *ns, const json_t *chal,
                           const json_t *def, ctf_refusal *r);
