@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "api/routes.h"
+#include "core/admission.h"
 #include "core/duration.h"
 
 /* ---- routes ----------------------------------------------------------------- */
@@ -335,4 +336,20 @@ kop_err ctf_api_parse_empty(const char *body, size_t len, kop_status *st)
         err = unknown_field(obj, none, st);
     json_decref(obj);
     return err;
+}
+
+bool ctf_api_webhook_refusal(kop_err err, const kop_status *st, ctf_api_refusal *out)
+{
+    static const char said[] = "denied the request: ";
+    if (err != KOP_EFORBIDDEN)
+        return false;
+    const char *msg = strstr(st->message, said);
+    out->message = msg ? msg + sizeof said - 1 : st->message;
+    if (strcmp(st->reason, CTF_REASON_QUOTA) == 0)
+        *out = (ctf_api_refusal){409, "QuotaExceeded", out->message};
+    else if (strcmp(st->reason, CTF_REASON_DEFINITION_NOT_FOUND) == 0)
+        *out = (ctf_api_refusal){404, "NotFound", out->message};
+    else
+        return false;
+    return true;
 }

@@ -97,4 +97,21 @@ KOP_NODISCARD kop_err ctf_api_parse_flag(const char *body, size_t len, ctf_flag_
 /* ctf_api_parse_empty reads a body that may only be empty, blank or "{}". */
 KOP_NODISCARD kop_err ctf_api_parse_empty(const char *body, size_t len, kop_status *st);
 
+/* ctf_api_refusal: what the API answers for a refusal (code, reason, message: borrowed). */
+typedef struct ctf_api_refusal {
+    int code;
+    const char *reason, *message;
+} ctf_api_refusal;
+
+/*
+ * ctf_api_webhook_refusal reads a create the apiserver refused (err, st)
+ * for the operator's validating webhook's refusal (--webhook-bind: the
+ * ledger of a replica saw the quota full, or the definition gone, a moment
+ * after the API checked) and fills *out with the answer the API gives when
+ * it refuses itself: 409 QuotaExceeded or 404 NotFound, in the operator's
+ * words (what follows the apiserver's "denied the request: "; borrowed from
+ * st). false when it is no such refusal.
+ */
+bool ctf_api_webhook_refusal(kop_err err, const kop_status *st, ctf_api_refusal *out);
+
 #endif /* CTF_API_ROUTES_H */
