@@ -57,11 +57,7 @@ static json_t *cut_message(const char *msg)
     return json_string(buf);
 }
 
-/*
- * slim is the cache's transform: it takes obj and returns (owned) what is
- * kept of the Event, or NULL (dropped) when it names no Challenge uid.
- */
-static json_t *slim(json_t *obj, void *user)
+json_t *ctf_api_event_slim(json_t *obj, void *user)
 {
     (void)user;
     const json_t *meta = json_object_get(obj, "metadata");
@@ -110,13 +106,14 @@ static size_t by_involved(const json_t *obj, const char **values, size_t max, vo
     return 1;
 }
 
-/* changed marks the team of the Event's Challenge on the admin streams. */
+/* changed marks the team of the Event's Challenge on the admin streams (if any is open). */
 static void changed(const json_t *obj, void *user)
 {
     ctf_api *api = user;
     const char *name = json_string_value(json_object_get(json_object_get(obj, "involvedObject"), "name"));
     json_t *chal = NULL;
-    if (!name || kop_informer_dup(api->op->challenges, api->opts.challenge_namespace, name, &chal))
+    if (!name || !ctf_api_admin_streams(api) ||
+        kop_informer_dup(api->op->challenges, api->opts.challenge_namespace, name, &chal))
         return; /* its Challenge gone (or not seen yet): no row shows it */
     ctf_api_note_admin(api, ctf_str2(chal, "spec", "team"));
     json_decref(chal);
@@ -133,7 +130,7 @@ kop_err ctf_api_events_new(ctf_api *api)
     kop_informer_opts o = {.resource = EVENTS,
                            .namespace = api->opts.challenge_namespace,
                            .field_selector = "involvedObject.kind=Challenge",
-                           .transform = slim};
+                           .transform = ctf_api_event_slim};
     kop_informer_handler h = {changed, updated, changed, api, KOP_OLD_UNUSED};
     kop_err err = kop_informer_new(kop_manager_client(api->op->mgr), &o, &api->events);
     if (!err)
@@ -171,30 +168,40 @@ static int newer_first(const void *a, const void *b)
     return strcmp(ny ? ny : "", nx ? nx : "");
 }
 
-json_t *ctf_api_recent_events(ctf_api *api, const char *uid)
+json_t *ctf_api_events_shown(const json_t *cached)
 {
-    json_t *all = NULL, *out = json_array();
-    if (!out || !uid || !api->events || !kop_informer_has_synced(api->events) ||
-        kop_informer_by_index(api->events, INDEX_INVOLVED, uid, &all))
+    json_t *out = json_array();
+    size_t n = json_array_size(cached);
+    json_t **sorted = out ? calloc(n + 1, sizeof *sorted) : NULL;
+    if (!sorted)
         return out;
-    size_t n = json_array_size(all);
-    json_t **sorted = calloc(n + 1, sizeof *sorted);
-    for (size_t i = 0; sorted && i < n; i++)
-        sorted[i] = json_array_get(all, i);
-    if (sorted)
-        qsort(sorted, n, sizeof *sorted, newer_first);
-    for (size_t i = 0; sorted && i < n && i < CTF_EVENTS_SHOWN; i++) {
+    for (size_t i = 0; i < n; i++)
+        sorted[i] = json_array_get(cached, i);
+    qsort(sorted, n, sizeof *sorted, newer_first);
+    for (size_t i = 0; i < n && i < CTF_EVENTS_SHOWN; i++) {
         const json_t *e = sorted[i];
         const char *type = json_string_value(json_object_get(e, "type"));
         const char *reason = json_string_value(json_object_get(e, "reason"));
+        const char *msg = json_string_value(json_object_get(e, "message"));
         const char *last = json_string_value(json_object_get(e, "lastSeen"));
+        json_int_t count = json_integer_value(json_object_get(e, "count"));
         json_array_append_new(
-            out, json_pack("{s:s, s:s, s:O, s:I, s:o}", "type", type ? type : "Normal", "reason",
-                           reason ? reason : "", "message", json_object_get(e, "message"), "count",
-                           json_integer_value(json_object_get(e, "count")), "lastSeen",
+            out, json_pack("{s:s, s:s, s:s, s:I, s:o}", "type", type ? type : "Normal", "reason",
+                           reason ? reason : "", "message", msg ? msg : "", "count",
+                           count > 0 ? count : 0, "lastSeen",
                            last ? json_string(last) : json_null()));
     }
     free(sorted);
+    return out;
+}
+
+json_t *ctf_api_recent_events(ctf_api *api, const char *uid)
+{
+    json_t *all = NULL;
+    if (!uid || !api->events || !kop_informer_has_synced(api->events) ||
+        kop_informer_by_index(api->events, INDEX_INVOLVED, uid, &all))
+        return json_array();
+    json_t *out = ctf_api_events_shown(all);
     json_decref(all);
     return out;
 }

@@ -254,6 +254,22 @@ void ctf_api_events_free(ctf_api *api);
  * count, lastSeen}; an empty array when none or the cache is not synced.
  */
 json_t *ctf_api_recent_events(ctf_api *api, const char *uid);
+/*
+ * ctf_api_event_slim is the Events cache's transform: it takes obj (an
+ * Event) and returns (owned) what is kept of it, {metadata {name,
+ * namespace, uid, resourceVersion}, involvedObject {name, uid}, type,
+ * reason, message (cut at CTF_EVENT_MESSAGE_MAX bytes on a UTF-8 boundary,
+ * then "…"), count, lastSeen}, or NULL (dropped) when it names no object
+ * uid. Pure.
+ */
+json_t *ctf_api_event_slim(json_t *obj, void *user);
+/*
+ * ctf_api_events_shown returns (owned) what a view shows of cached (an
+ * array of slimmed Events, borrowed): the newest CTF_EVENTS_SHOWN, by
+ * lastSeen then name, newest first, each {type, reason, message, count,
+ * lastSeen}. Pure; an empty array when out of memory.
+ */
+json_t *ctf_api_events_shown(const json_t *cached);
 
 /* ---- stream.c ---- */
 
@@ -263,6 +279,8 @@ json_t *ctf_api_recent_events(ctf_api *api, const char *uid);
  * have (a definition's pool).
  */
 void ctf_api_note_admin(ctf_api *api, const char *team);
+/* ctf_api_admin_streams tells whether any admin stream is open. */
+bool ctf_api_admin_streams(ctf_api *api);
 /* ctf_api_summary_handler: the definitions' events wake the admin streams' summary. */
 kop_informer_handler ctf_api_summary_handler(ctf_api *api);
 

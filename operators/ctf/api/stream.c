@@ -135,6 +135,16 @@ void ctf_api_note_admin(ctf_api *api, const char *team)
     pthread_mutex_unlock(&api->lock);
 }
 
+bool ctf_api_admin_streams(ctf_api *api)
+{
+    bool any = false;
+    pthread_mutex_lock(&api->lock);
+    for (stream *s = api->streams; s && !any; s = s->next)
+        any = s->admin;
+    pthread_mutex_unlock(&api->lock);
+    return any;
+}
+
 static void def_changed(const json_t *obj, void *user)
 {
     (void)obj;
