@@ -1077,13 +1077,13 @@
     const t = sum.totals;
     const used = t.instances + t.warm;
     $('console-totals').textContent = `${used} of ${t.maxInstances} instances in use ` +
-      `(${t.instances} of ${t.teams} teams, ${t.warm} warm; room for ${t.room} more): ` +
+      `(${t.instances} for ${t.teams} teams, ${t.warm} warm; room for ${t.room} more): ` +
       `${t.running} running, ${t.starting} starting, ${t.failed} failed, ${t.stopping} stopping.`;
     const q = sum.quota;
     const more = q.teamsAtQuota > q.teams.length ? `, and ${q.teamsAtQuota - q.teams.length} more` : '';
     $('console-quota').textContent = q.teamsAtQuota
-      ? `${q.teamsAtQuota} teams at their quota (${q.maxInstancesPerTeam}): ${q.teams.join(', ')}${more}.`
-      : `No team is at its quota (${q.maxInstancesPerTeam}).`;
+      ? `Teams at their quota of ${q.maxInstancesPerTeam} (${q.teamsAtQuota}): ${q.teams.join(', ')}${more}.`
+      : `No team is at its quota of ${q.maxInstancesPerTeam}.`;
     const pool = (d, k) => (d.pool && d.pool[k] >= 0 ? String(d.pool[k]) : '—');
     const num = (text) => el('td', { class: 'num' }, String(text));
     $('console-defs').replaceChildren(...sum.definitions.map((d) => el('tr', { 'data-definition': d.name },

@@ -136,10 +136,10 @@ function truth() {
   const full = [...perTeam].filter(([, n]) => n >= 2).map(([t]) => t).sort();
   return {
     table,
-    totals: `${admitted + warm} of ${MAX_INSTANCES} instances in use (${admitted} of ${teams} teams, ${warm} warm; ` +
+    totals: `${admitted + warm} of ${MAX_INSTANCES} instances in use (${admitted} for ${teams} teams, ${warm} warm; ` +
       `room for ${MAX_INSTANCES - admitted - warm} more): ${totals.running} running, ${totals.starting} starting, ` +
       `${totals.failed} failed, ${totals.stopping} stopping.`,
-    quota: full.length ? `${full.length} teams at their quota (2): ${full.join(', ')}.` : 'No team is at its quota (2).',
+    quota: full.length ? `Teams at their quota of 2 (${full.length}): ${full.join(', ')}.` : 'No team is at its quota of 2.',
   };
 }
 
@@ -240,9 +240,9 @@ async function run(context) {
     assert(JSON.stringify(byName.web) === JSON.stringify(['2', '0', '0', '0', '—', '—', '—']), `web: ${byName.web}`);
     assert(JSON.stringify(byName.broken.slice(0, 4)) === JSON.stringify(['0', '0', '1', '0']), `broken: ${byName.broken}`);
     assert(JSON.stringify(byName.pooled) === JSON.stringify(['0', '0', '0', '0', '2', '0', '2']), `pooled: ${byName.pooled}`);
-    assert(/^5 of \d+ instances in use \(3 of 2 teams, 2 warm; room for \d+ more\): 2 running, 0 starting, 1 failed, 0 stopping\.$/
+    assert(/^5 of \d+ instances in use \(3 for 2 teams, 2 warm; room for \d+ more\): 2 running, 0 starting, 1 failed, 0 stopping\.$/
       .test(want.totals), `totals: ${want.totals}`);
-    assert(want.quota === '1 teams at their quota (2): team-b.', `quota: ${want.quota}`);
+    assert(want.quota === 'Teams at their quota of 2 (1): team-b.', `quota: ${want.quota}`);
     await page.locator('#console-panel').scrollIntoViewIfNeeded();
     await screenshot('panel');
   });
@@ -293,7 +293,7 @@ async function run(context) {
       .some((tr) => tr.children[0].textContent === 'team-b' && tr.children[1].textContent === 'web'),
     null, { timeout: LONG });
     assert(/Stop web of team team-b/.test(asked), `the confirmation asked: ${asked}`);
-    await settledPanel((t) => t.quota === 'No team is at its quota (2).' && !t.table.some((r) => r[4] !== '0'),
+    await settledPanel((t) => t.quota === 'No team is at its quota of 2.' && !t.table.some((r) => r[4] !== '0'),
       'the panel after the stop');
     const mine = await api('GET', '/teams/team-b/instances', TEAM_B);
     assert(mine.status === 200 && !mine.body.instances.some((i) => i.challenge === 'web'),
