@@ -88,7 +88,8 @@ json_t *ctf_api_event_slim(json_t *obj, void *user)
     copy_str(out, obj, "reason");
     json_object_set_new(out, "message",
                         cut_message(json_string_value(json_object_get(obj, "message"))));
-    json_object_set_new(out, "count", json_integer(json_integer_value(json_object_get(obj, "count"))));
+    json_int_t count = json_integer_value(json_object_get(obj, "count"));
+    json_object_set_new(out, "count", json_integer(count));
     if (last)
         json_object_set_new(out, "lastSeen", json_string(last));
     json_decref(obj);
@@ -99,7 +100,8 @@ json_t *ctf_api_event_slim(json_t *obj, void *user)
 static size_t by_involved(const json_t *obj, const char **values, size_t max, void *user)
 {
     (void)user;
-    const char *uid = json_string_value(json_object_get(json_object_get(obj, "involvedObject"), "uid"));
+    const json_t *inv = json_object_get(obj, "involvedObject");
+    const char *uid = json_string_value(json_object_get(inv, "uid"));
     if (!uid || max == 0)
         return 0;
     values[0] = uid;
@@ -110,7 +112,8 @@ static size_t by_involved(const json_t *obj, const char **values, size_t max, vo
 static void changed(const json_t *obj, void *user)
 {
     ctf_api *api = user;
-    const char *name = json_string_value(json_object_get(json_object_get(obj, "involvedObject"), "name"));
+    const json_t *inv = json_object_get(obj, "involvedObject");
+    const char *name = json_string_value(json_object_get(inv, "name"));
     json_t *chal = NULL;
     if (!name || !ctf_api_admin_streams(api) ||
         kop_informer_dup(api->op->challenges, api->opts.challenge_namespace, name, &chal))
