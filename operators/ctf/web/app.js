@@ -1220,7 +1220,7 @@
     $('pick-console').addEventListener('click', openConsole);
     $('open-console').addEventListener('click', openConsole);
     $('console-rows').addEventListener('click', onConsoleClick);
-    document.querySelector('#console thead').addEventListener('click', onSortClick);
+    $('console-head').addEventListener('click', onSortClick);
     for (const id of ['filter-team', 'filter-challenge', 'filter-state']) {
       $(id).addEventListener('input', () => scheduleRender(true));
     }
