@@ -41,6 +41,9 @@ static const struct {
     /* The admin console's routes. */
     {"/api/v1/admin/instances", KOP_OK, CTF_ROUTE_ADMIN_INSTANCES, "", "", ""},
     {"/api/v1/admin/events", KOP_OK, CTF_ROUTE_ADMIN_EVENTS, "", "", ""},
+    {"/api/v1/admin/summary", KOP_OK, CTF_ROUTE_ADMIN_SUMMARY, "", "", ""},
+    {"/api/v1/admin/summary/", KOP_ENOTFOUND, 0, "", "", ""},
+    {"/api/v1/admin/summary/web", KOP_ENOTFOUND, 0, "", "", ""},
     {"/api/v1/admin/teams/team-a/instances", KOP_OK, CTF_ROUTE_ADMIN_STOP_TEAM, "team-a", "", ""},
     {"/api/v1/admin/teams/team-a/instances/web", KOP_OK, CTF_ROUTE_ADMIN_STOP, "team-a", "web", ""},
     {"/api/v1/admin/teams/team-a/instances/web/renew", KOP_OK, CTF_ROUTE_ADMIN_RENEW, "team-a",
@@ -159,6 +162,10 @@ static void test_route_allows(void **state)
     assert_true(ctf_route_allows(&r, "POST"));
     assert_false(ctf_route_allows(&r, "DELETE"));
     assert_int_equal(ctf_route_parse("/api/v1/admin/events", &r, NULL), KOP_OK);
+    assert_true(ctf_route_is_admin(r.kind));
+    assert_true(ctf_route_allows(&r, "GET"));
+    assert_false(ctf_route_allows(&r, "DELETE"));
+    assert_int_equal(ctf_route_parse("/api/v1/admin/summary", &r, NULL), KOP_OK);
     assert_true(ctf_route_is_admin(r.kind));
     assert_true(ctf_route_allows(&r, "GET"));
     assert_false(ctf_route_allows(&r, "DELETE"));

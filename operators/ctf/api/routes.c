@@ -109,7 +109,7 @@ static kop_err team_route(const char **seg, const size_t *len, size_t n, ctf_rou
 }
 
 /*
- * admin_route parses what follows /api/v1/admin/: instances, events,
+ * admin_route parses what follows /api/v1/admin/: instances, events, summary,
  * teams/{team}/instances[/{challenge}[/renew]] and
  * challenges/{challenge}/instances. The team paths are the team routes'
  * shapes under admin/, so the same names are checked the same way.
@@ -124,6 +124,10 @@ static kop_err admin_route(const char *rest, ctf_route *r, kop_status *st)
     }
     if (strcmp(rest, "events") == 0) {
         route_set(r, CTF_ROUTE_ADMIN_EVENTS, "admin-events", GET_ONLY);
+        return KOP_OK;
+    }
+    if (strcmp(rest, "summary") == 0) {
+        route_set(r, CTF_ROUTE_ADMIN_SUMMARY, "admin-summary", GET_ONLY);
         return KOP_OK;
     }
     if (strncmp(rest, "challenges/", 11) == 0) {

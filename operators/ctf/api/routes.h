@@ -36,6 +36,7 @@ typedef enum ctf_route_kind {
     CTF_ROUTE_ADMIN_RENEW,          /* /api/v1/admin/teams/{team}/instances/{challenge}/renew */
     CTF_ROUTE_ADMIN_STOP_TEAM,      /* /api/v1/admin/teams/{team}/instances */
     CTF_ROUTE_ADMIN_STOP_CHALLENGE, /* /api/v1/admin/challenges/{challenge}/instances */
+    CTF_ROUTE_ADMIN_SUMMARY,        /* /api/v1/admin/summary: the console's panel */
 } ctf_route_kind;
 
 /* ctf_route_is_admin tells whether a route is one of /api/v1/admin/ (admin token only). */
