@@ -259,8 +259,12 @@ async function run(context) {
       if (Date.now() > end) throw new Error(`team-b/broken's last Event shows ${shown}, kubectl's newest is ${want && want.reason}`);
       await page.waitForTimeout(500);
     }
-    assert(want.type === 'Warning' && await cell('team-b', 'broken').locator('summary .event-warning').count() === 1,
-      `team-b/broken's newest Event ${want.type} ${want.reason} is not shown as a warning`);
+    // The newest Event's type decides its colour. Which Event is newest is
+    // kubectl's answer at that moment: under load the Normal Pending and the
+    // Warning of the failed pull can share a second (then the name decides).
+    const warned = await cell('team-b', 'broken').locator('summary .event-warning').count();
+    assert(warned === (want.type === 'Warning' ? 1 : 0),
+      `team-b/broken's newest Event ${want.type} ${want.reason} is shown ${warned ? '' : 'not '}as a warning`);
     await cell('team-b', 'broken').locator('summary').click();
     const list = await cell('team-b', 'broken').locator('li').first().innerText();
     assert(list.includes(want.message.slice(0, 60)), `the opened list ${list} lacks kubectl's message ${want.message}`);
