@@ -25,13 +25,37 @@ committed.
 
 Configuration: KOPC_API_URL and KOPC_ADMIN_TOKEN in CTFd's environment, or
 the admin page /admin/kopc (the environment wins; the token is never shown).
+
+The admin page also shows kopc's instance overview: every team's instances
+(kopc's GET /api/v1/admin/instances, read server side with the admin token
+on each view), filtered and paged here (mapping.overview: at most
+OVERVIEW_PAGE rows a page, so 2,000 instances are 20 pages), with a stop for
+each, for all of a team's and for all of a challenge's (kopc's admin stops,
+each an AdminStop Event). A stop is a form POST to /admin/kopc/stop: admins
+only, CTFd's CSRF nonce checked, confirmed in the browser first; it redirects
+back to the page it came from, whose notice says what kopc answered. kopc's
+refusals and outages are the page's error, never a 500.
 """
 
 import datetime
 import logging
 import os
 
-from flask import Blueprint, abort, g, has_request_context, jsonify, render_template, request
+import time
+from urllib.parse import parse_qsl, urlencode
+
+from flask import (
+    Blueprint,
+    abort,
+    g,
+    has_request_context,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 from sqlalchemy import event, inspect
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -51,13 +75,18 @@ from CTFd.utils.user import get_current_team, get_current_user, is_admin
 from .client import KopcClient, KopcError
 from .mapping import (
     NOT_CONFIGURED,
+    OVERVIEW_PAGE,
+    STATES,
     challenge_refusal,
     flag_verdict,
     instance_error,
     kopc_account,
     kopc_team,
+    overview,
     player_view,
     shared_record,
+    stop_notice,
+    stop_request,
     valid_definition,
 )
 
@@ -292,6 +321,50 @@ def instance_route(challenge_id):
 # ---- the admin page ---------------------------------------------------------------------
 
 
+NOTICE = "kopc_ctfd_notice"  # the session's key for what the last stop said
+FILTERS = ("team", "challenge", "state", "page")
+
+
+def account_names():
+    """The CTFd names of the kopc teams of this CTF's mode: {"team-3": "Red Team"}.
+    One query over the accounts (a few thousand rows at most)."""
+    model, kind = (Teams, "team") if is_teams_mode() else (Users, "user")
+    return {f"{kind}-{i}": name for i, name in model.query.with_entities(model.id, model.name).all()}
+
+
+def instance_overview(args):
+    """(the overview of kopc's instances for the page's filters, or None;
+    kopc's error in plain words, or None)."""
+    try:
+        answer = client().admin_instances()
+    except KopcError as e:
+        return None, f"kopc's instance list cannot be read: {e}"
+    view = overview(answer.get("instances"), time.time(), account_names(), args.get("team", ""),
+                    args.get("challenge", ""), args.get("state", ""), args.get("page", 1))
+    limits = answer.get("limits") if isinstance(answer.get("limits"), dict) else {}
+    totals = (answer.get("summary") or {}).get("totals") if isinstance(answer.get("summary"), dict) else None
+    view["max_instances"] = limits.get("maxInstances")
+    view["max_per_team"] = limits.get("maxInstancesPerTeam")
+    view["totals"] = totals if isinstance(totals, dict) else {}
+    page = view["page"]
+    view["prev"] = back_query({**view["filters"], "page": page - 1}) if page > 1 else None
+    view["next"] = back_query({**view["filters"], "page": page + 1}) if page < view["pages"] else None
+    return view, None
+
+
+def back_query(source):
+    """The overview's filters of source (the page's query, or what a stop form
+    carries back) as a query string: only the filters, so the redirect after a
+    stop goes back to the same page of the admin page and nowhere else."""
+    kept = [(k, str(source.get(k))[:253]) for k in FILTERS if source.get(k)]
+    return "?" + urlencode(kept) if kept else ""
+
+
+def back_of(form):
+    """Where a stop goes back to: its form's back field (the page's query)."""
+    return url_for("kopc_ctfd.admin_page") + back_query(dict(parse_qsl(form.get("back", "").lstrip("?"))))
+
+
 @bp.route("/admin/kopc", methods=["GET", "POST"])
 @admins_only
 def admin_page():
@@ -304,11 +377,13 @@ def admin_page():
         message = "Saved."
     url, token = settings()
     reachable = None
+    instances, instances_error = None, None
     if url and token:
         try:
             reachable = f"kopc offers {len(client().definitions())} challenge definition(s)."
         except KopcError as e:
             reachable = str(e)
+        instances, instances_error = instance_overview(request.args)
     shared = KopcSharedFlag.query.order_by(KopcSharedFlag.id.desc()).limit(SHARED_SHOWN).all()
     return render_template(
         "kopc_admin.html",
@@ -321,7 +396,45 @@ def admin_page():
         token_set=bool(token),
         reachable=reachable,
         message=message,
+        ov=instances,
+        ov_error=instances_error,
+        states=STATES,
+        ov_per_page=OVERVIEW_PAGE,
+        back=back_query(request.args),
+        notice=session.pop(NOTICE, None),
     )
+
+
+@bp.route("/admin/kopc/stop", methods=["POST"])
+@admins_only
+def admin_stop():
+    """One of the admin page's stops: kind one (team and challenge), team (all
+    of a team's) or challenge (all of a challenge's). CTFd checks the form's
+    nonce before any route runs; it is checked here again, so this route never
+    acts on a request that did not come from the page, whatever CTFd's own
+    exemptions."""
+    if not session.get("nonce") or request.form.get("nonce") != session.get("nonce"):
+        abort(403)
+    try:
+        kind, team, challenge = stop_request(request.form.get("kind"), request.form.get("team"),
+                                             request.form.get("challenge"))
+    except ValueError as e:
+        session[NOTICE] = ("danger", f"Nothing stopped: {e}.")
+        return redirect(back_of(request.form))
+    name = account_name(team) if team else None
+    try:
+        kopc = client()
+        if kind == "one":
+            answer = kopc.admin_stop(team, challenge)
+        elif kind == "team":
+            answer = kopc.admin_stop_team(team)
+        else:
+            answer = kopc.admin_stop_challenge(challenge)
+        session[NOTICE] = stop_notice(kind, answer, team, challenge, name)
+        log.info("kopc: admin %s stopped (%s) team=%s challenge=%s", get_current_user().name, kind, team, challenge)
+    except KopcError as e:
+        session[NOTICE] = ("danger", f"kopc did not stop it: {e}")
+    return redirect(back_of(request.form))
 
 
 # ---- stopping the instances of deleted and banned teams ----------------------------------

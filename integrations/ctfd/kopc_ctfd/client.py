@@ -2,7 +2,9 @@
 always with the admin token, never from a browser. Every call is bounded by a
 timeout; every refusal becomes a KopcError whose message a player can read
 (mapping.plain_error), and the HTTP status kopc gave, for the plugin's own
-answer.
+answer. The admin_* calls are the admin page's (kopc's /api/v1/admin/
+routes): every team's instances, and stops that kopc records as admin
+actions (an AdminStop Event on each Challenge).
 """
 
 from urllib.parse import quote
@@ -12,6 +14,7 @@ import requests
 from .mapping import UNREACHABLE, plain_error
 
 TIMEOUT = (3, 10)  # connect, read (seconds)
+ADMIN_LIST_TIMEOUT = (3, 30)  # every team's instances: a few MB at thousands
 
 
 class KopcError(Exception):
@@ -29,10 +32,10 @@ class KopcClient:
         self.token = token
         self.http = session or requests.Session()
 
-    def _call(self, method, path, body=None, ok=(200,)):
+    def _call(self, method, path, body=None, ok=(200,), timeout=TIMEOUT):
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
         try:
-            r = self.http.request(method, self.url + path, json=body, headers=headers, timeout=TIMEOUT)
+            r = self.http.request(method, self.url + path, json=body, headers=headers, timeout=timeout)
         except requests.RequestException as e:
             raise KopcError(UNREACHABLE, 502, "Unreachable") from e
         try:
@@ -47,8 +50,8 @@ class KopcClient:
         raise KopcError(plain_error(r.status_code, parsed, r.headers.get("Retry-After")), status, code)
 
     @staticmethod
-    def _path(team, challenge=None, tail=None):
-        p = f"/api/v1/teams/{quote(team, safe='')}/instances"
+    def _path(team, challenge=None, tail=None, admin=False):
+        p = f"/api/v1{'/admin' if admin else ''}/teams/{quote(team, safe='')}/instances"
         if challenge is not None:
             p += "/" + quote(challenge, safe="")
         if tail:
@@ -100,4 +103,33 @@ class KopcClient:
         when a wrong flag is another team's, "stopped" when a correct one stopped
         the instance (mapping.flag_verdict reads it)."""
         _, body = self._call("POST", self._path(team, challenge, "flag"), {"flag": flag})
+        return body if isinstance(body, dict) else {}
+
+    # ---- the admin page's -----------------------------------------------------------
+
+    def admin_instances(self):
+        """Every team's Instances: kopc's answer, {"instances": [...], "limits":
+        {...}, "summary": {...}} (docs/api.md, the admin routes)."""
+        _, body = self._call("GET", "/api/v1/admin/instances", timeout=ADMIN_LIST_TIMEOUT)
+        return body if isinstance(body, dict) else {}
+
+    def admin_stop(self, team, challenge):
+        """Stops one instance as an admin action. kopc's answer, the Instance now
+        Stopping, or None when the team has none."""
+        try:
+            _, body = self._call("DELETE", self._path(team, challenge, admin=True), ok=(202,))
+        except KopcError as e:
+            if e.code == "NotFound":
+                return None
+            raise
+        return body
+
+    def admin_stop_team(self, team):
+        """Stops all of a team's instances: {"stopped": n, "failed": n, "instances": [...]}."""
+        _, body = self._call("DELETE", self._path(team, admin=True), ok=(202,))
+        return body if isinstance(body, dict) else {}
+
+    def admin_stop_challenge(self, challenge):
+        """Stops every team's instance of challenge; answers as admin_stop_team."""
+        _, body = self._call("DELETE", f"/api/v1/admin/challenges/{quote(challenge, safe='')}/instances", ok=(202,))
         return body if isinstance(body, dict) else {}

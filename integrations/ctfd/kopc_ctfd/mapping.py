@@ -1,8 +1,9 @@
 """mapping.py - the plugin's pure part: which kopc team a CTFd account is
 (and back), whether a player may use a challenge, what a kopc answer means
 in plain words (a flag check's included: correct, another team's flag,
-stopped on solve), what of an Instance a player sees, and what is recorded
-of a shared flag. No Flask, no CTFd, no network: unit-tested by
+stopped on solve), what of an Instance a player sees, what is recorded
+of a shared flag, and the admin page's instance overview (its rows, filters
+and pages, and what a stop said). No Flask, no CTFd, no network: unit-tested by
 tests/test_mapping.py.
 
 The team mapping is by id, never by name: CTFd lets teams rename themselves
@@ -11,7 +12,9 @@ stable, unique and always make a DNS label. In team mode the kopc team is
 ``team-<team id>``; in user mode ``user-<user id>``.
 """
 
+import calendar
 import re
+import time
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -174,3 +177,159 @@ def shared_record(submitter, owner, owner_name, user_id, user_name, account_name
         "challenge_id": int(challenge_id),
         "challenge_name": cut(challenge_name),
     }
+
+
+# ---- the admin page's instance overview ----------------------------------------------
+#
+# kopc's admin list (GET /api/v1/admin/instances) has every team's instances
+# and no paging of its own, so the plugin reads it whole on each view of the
+# admin page and pages it here: a page shows at most OVERVIEW_PAGE rows,
+# whatever the CTF's size (2,000 instances are 20 pages; the filters narrow
+# them first).
+
+OVERVIEW_PAGE = 100
+STATES = ("Starting", "Running", "Error", "Stopping")
+
+
+def parse_time(text):
+    """An RFC 3339 time as kopc writes it (2026-11-22T10:00:00Z), as seconds
+    since the epoch; None for anything else."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return calendar.timegm(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def clock(seconds):
+    """A duration as the kopc page writes one: h:mm:ss, or m:ss under an hour;
+    '' for no duration."""
+    if seconds is None:
+        return ""
+    total = max(0, int(seconds))
+    h, m, s = total // 3600, total % 3600 // 60, total % 60
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def team_order(team):
+    """Sorts ours by kind and id (team-2 before team-10), then anything else by name."""
+    acct = kopc_account(team)
+    return (0, acct[0], acct[1], "") if acct else (1, "", 0, str(team))
+
+
+def overview_row(instance, now, names):
+    """One row of the overview: what the organizer sees of an Instance. names
+    maps kopc teams to their CTFd names; now is seconds since the epoch. None
+    for what is not an Instance with a team and a challenge."""
+    if not isinstance(instance, dict):
+        return None
+    team, challenge = instance.get("team"), instance.get("challenge")
+    if not isinstance(team, str) or not DNS_LABEL.match(team) or len(team) > 63 or not valid_definition(challenge):
+        return None
+    created, expires = parse_time(instance.get("createdAt")), parse_time(instance.get("expiresAt"))
+    left = expires - now if expires is not None else None
+    if left is None and isinstance(instance.get("secondsLeft"), int):
+        left = instance["secondsLeft"]
+    endpoints = [e.get("address") for e in instance.get("endpoints") or []
+                 if isinstance(e, dict) and isinstance(e.get("address"), str)]
+    state = instance.get("state") if instance.get("state") in STATES else "Starting"
+    return {
+        "team": team,
+        "team_name": names.get(team) or "",
+        "challenge": challenge,
+        "state": state,
+        "reason": str(instance.get("reason") or ""),
+        "message": str(instance.get("message") or ""),
+        "age": clock(now - created) if created is not None else "",
+        "left": clock(left) if left is not None else "",
+        "endpoints": endpoints,
+    }
+
+
+def overview(instances, now, names, team="", challenge="", state="", page=1, per_page=OVERVIEW_PAGE):
+    """The admin page's overview of kopc's instances: the rows of one page after
+    the filters, and what the page says around them.
+
+    team matches a part of the kopc team or of its CTFd name (any case);
+    challenge and state match exactly. exact_team is the kopc team the team
+    filter names whole (its kopc name, or its CTFd name), with team_count its
+    instances, for "stop all of this team's"; challenge_count counts the
+    filtered challenge's instances, for "stop all of this challenge's"."""
+    rows = [r for r in (overview_row(i, now, names) for i in instances or []) if r]
+    rows.sort(key=lambda r: (team_order(r["team"]), r["challenge"]))
+    team = (team or "").strip()
+    challenge = (challenge or "").strip()
+    state = state if state in STATES else ""
+    want = team.lower()
+    shown = [r for r in rows
+             if (not want or want in r["team"] or want in r["team_name"].lower())
+             and (not challenge or r["challenge"] == challenge)
+             and (not state or r["state"] == state)]
+    pages = max(1, -(-len(shown) // per_page))
+    try:
+        page = min(max(1, int(page)), pages)
+    except (TypeError, ValueError):
+        page = 1
+    start = (page - 1) * per_page
+    exact = {r["team"] for r in rows if team and (r["team"] == team or r["team_name"] == team)}
+    exact_team = exact.pop() if len(exact) == 1 else None
+    counts = {s: sum(1 for r in rows if r["state"] == s) for s in STATES}
+    return {
+        "rows": shown[start:start + per_page],
+        "total": len(rows),
+        "matched": len(shown),
+        "page": page,
+        "pages": pages,
+        "first": start + 1 if shown else 0,
+        "last": min(start + per_page, len(shown)),
+        "counts": counts,
+        "teams": len({r["team"] for r in rows}),
+        "challenges": sorted({r["challenge"] for r in rows}),
+        "filters": {"team": team, "challenge": challenge, "state": state},
+        "exact_team": exact_team,
+        "exact_team_name": (names.get(exact_team) or "") if exact_team else "",
+        "team_count": sum(1 for r in rows if r["team"] == exact_team) if exact_team else 0,
+        "challenge_count": sum(1 for r in rows if r["challenge"] == challenge) if challenge else 0,
+    }
+
+
+STOP_KINDS = ("one", "team", "challenge")
+
+
+def stop_request(kind, team, challenge):
+    """The stop an admin asked for, checked: (kind, team, challenge), or a
+    ValueError saying what is wrong. A team stop needs a team, a challenge stop
+    a challenge, a single stop both."""
+    if kind not in STOP_KINDS:
+        raise ValueError("unknown stop: one, team or challenge")
+    team = (team or "").strip() or None
+    challenge = (challenge or "").strip() or None
+    if kind in ("one", "team") and (team is None or not DNS_LABEL.match(team) or len(team) > 63):
+        raise ValueError("the stop names no kopc team")
+    if kind in ("one", "challenge") and not valid_definition(challenge):
+        raise ValueError("the stop names no challenge definition")
+    return kind, team if kind != "challenge" else None, challenge if kind != "team" else None
+
+
+def who(team, name):
+    """A kopc team as the admin page names it: its CTFd name and kopc team."""
+    return f"{name} ({team})" if name and name != team else team
+
+
+def stop_notice(kind, answer, team=None, challenge=None, team_name=None):
+    """What the admin page says after a stop: (level, sentence), level a
+    Bootstrap alert's (success, warning). answer is kopc's: the Instance of a
+    single stop (None when there was none), or a bulk stop's counts."""
+    if kind == "one":
+        if not answer:
+            return "warning", f"{who(team, team_name)} had no instance of {challenge} (already gone)."
+        return "success", f"Stopped {challenge} of {who(team, team_name)}."
+    answer = answer if isinstance(answer, dict) else {}
+    stopped = answer.get("stopped") if isinstance(answer.get("stopped"), int) else 0
+    failed = answer.get("failed") if isinstance(answer.get("failed"), int) else 0
+    of = f"team {who(team, team_name)}" if kind == "team" else f"challenge {challenge}"
+    text = f"Stopped {stopped} instance(s) of {of}."
+    if failed:
+        return "warning", text + f" The cluster refused {failed} (stop them again, or see kopc's log)."
+    return "success", text
