@@ -12,8 +12,12 @@ and the challenge's id).
 Besides the players' path, it checks what organizers see: a player who
 submits another team's flag is told "Incorrect" and the plugin's admin page
 lists it (when, who, whose flag, which challenge), a made-up flag is not
-listed; and with spec.stopOnSolve a correct flag submitted through CTFd
-stops the team's instance in kopc.
+listed; with spec.stopOnSolve a correct flag submitted through CTFd
+stops the team's instance in kopc; and the plugin's admin page lists every
+team's running instance (kopc's admin list, read server side) and stops
+one, all of a team's and all of a challenge's through its forms (CTFd's
+CSRF nonce; kubectl sees the Challenges gone and kopc's AdminStop Events),
+while a player reaches neither the page nor its stops.
 
 Checks print "ok N - what" or raise; waits poll a condition with a generous
 bound and never assert a duration.
@@ -185,6 +189,7 @@ def setup():
     adm.create("/flags", {"challenge": web["id"], "content": "flag{r0b0ts_txt_t3lls_4ll}", "type": "static"})
     check(nc["type"] == "kopc" and nc["kopc_definition"] == "nc", f"the challenge as CTFd reads it: {nc}")
     ok("kopc challenges made through CTFd's admin API (a missing definition and a bad name refused)")
+    players["admin"] = {"password": admin_pw}
     return b, adm, players, nc["id"], web["id"]
 
 
@@ -446,6 +451,146 @@ def stop_on_solve(adm, players):
        f"and kopc stops and removes her instance")
 
 
+# ---- the admin page's instance overview and its stops ------------------------------------
+
+
+def overview_rows(admin_browser, query=""):
+    """The rows of the plugin's instance overview, parsed from its page."""
+    r = admin_browser.s.get(CTFD + "/admin/kopc" + query, timeout=60)
+    check(r.status_code == 200, f"the plugin's admin page{query}: {r.status_code}")
+    check("kopc-error" not in r.text, f"the admin page shows kopc's error: {r.text[r.text.find('kopc-error'):][:300]}")
+    rows = [{k: html.unescape(v) for k, v in re.findall(r'data-([a-z-]+)="([^"]*)"', tr)}
+            for tr in re.findall(r'<tr class="kopc-instance-row"(.*?)>', r.text, re.S)]
+    return rows, r.text
+
+
+def page_stop(b, fields, nonce=True):
+    """A stop through the admin page's form, as b: (status, Location, the page after)."""
+    b.page("/admin/kopc")
+    data = dict(fields, **({"nonce": b.nonce} if nonce else {}))
+    r = b.s.post(CTFD + "/admin/kopc/stop", data=data, timeout=60, allow_redirects=False)
+    where = r.headers.get("Location", "")
+    after = b.s.get(CTFD + "/admin/kopc", timeout=60).text if r.status_code in (302, 303) else ""
+    return r.status_code, where, html.unescape(after)
+
+
+def challenge_exists(name):
+    return kubectl("-n", "ctf", "get", "chal", name, "--ignore-not-found", "-o", "name").strip() != ""
+
+
+def admin_stop_events(name, words):
+    """kopc's AdminStop Events about the Challenge name whose message has words,
+    once there is one: their messages."""
+    def found():
+        events = json.loads(kubectl("-n", "ctf", "get", "events", "--field-selector", "reason=AdminStop",
+                                    "-o", "json"))["items"]
+        return [e.get("message", "") for e in events
+                if (e.get("involvedObject") or {}).get("name") == name and words in e.get("message", "")]
+    return wait(60, f"an AdminStop Event ({words}) about {name}", found)
+
+
+def kopc_instance_of(team):
+    """The team's only instance as kopc lists it, once kopc's cache has it."""
+    return wait(60, f"kopc to list {team}'s instance", lambda: (kopc_instances(team) or [None])[0])
+
+
+def admin_overview(admin_browser, adm, players, nc):
+    log("the plugin's admin page: every team's instances, and stops")
+    pw = secrets.token_hex(10)
+    user = adm.create("/users", {"name": "dave", "email": "dave@example.com", "password": pw})
+    team = adm.create("/teams", {"name": "Yellow & <Co>", "email": "dave-team@example.com",
+                                 "password": secrets.token_hex(10)})
+    adm.create(f"/teams/{team['id']}/members", {"user_id": user["id"]})
+    dave_team, alice_team = f"team-{team['id']}", players["alice"]["kopc_team"]
+    alice, dave = Browser(), Browser()
+    alice.login("alice", players["alice"]["password"])
+    dave.login("dave", pw)
+    wait(120, f"{alice_team} to hold no instance", lambda: kopc_instances(alice_team) == [])
+    views = {}
+    for who, b in (("alice", alice), ("dave", dave)):
+        status, body = b.instance(nc, "PUT")
+        check(status == 200, f"{who} starts Greeter: {status} {body}")
+    for who, b in (("alice", alice), ("dave", dave)):
+        views[who] = wait(180, f"{who}'s Greeter Running", lambda b=b: running(b, nc), every=0.5)
+    a_inst, d_inst = kopc_instance_of(alice_team), kopc_instance_of(dave_team)
+
+    def listed():
+        rows, _ = overview_rows(admin_browser)
+        mine = {r["team"]: r for r in rows if r.get("challenge") == "nc"}
+        return mine if {alice_team, dave_team} <= set(mine) and all(
+            mine[t]["state"] == "Running" for t in (alice_team, dave_team)) else None
+
+    mine = wait(60, "the admin page to list both Running instances", listed)
+    for who, t, name in (("alice", alice_team, "Red Team"), ("dave", dave_team, "Yellow & <Co>")):
+        row, addr = mine[t], views[who]["endpoints"][0]["address"]
+        check(row["team-name"] == name and row["endpoint"] == addr and row["reason"] == "",
+              f"{who}'s row on the admin page: {row} (want {name}, {addr})")
+    rows, text = overview_rows(admin_browser, f"?team={alice_team}")
+    check([r["team"] for r in rows] == [alice_team] and f'kopc-stop-team" data-team="{alice_team}"' in text,
+          f"the admin page filtered by {alice_team}: {rows}")
+    check("Yellow & <Co>" not in text and ADMIN not in text, "the admin page shows a raw name or kopc's token")
+    ok(f"the plugin's admin page lists both teams' Running instances of Greeter (nc) with their CTFd names, "
+       f"states and the endpoints the players see; filtered by {alice_team}, its row and its stop-all")
+
+    # A player reaches neither the page nor its stops; without the nonce nothing is stopped.
+    r = alice.s.get(CTFD + "/admin/kopc", timeout=30, allow_redirects=False)
+    check((r.status_code == 403 or (r.status_code in (302, 303) and "/login" in r.headers.get("Location", "")))
+          and "kopc-instance-row" not in r.text, f"a player opens the admin page: {r.status_code}")
+    for fields in ({"kind": "one", "team": dave_team, "challenge": "nc"}, {"kind": "team", "team": dave_team},
+                   {"kind": "challenge", "challenge": "nc"}):
+        alice.page("/challenges")
+        r = alice.s.post(CTFD + "/admin/kopc/stop", data={**fields, "nonce": alice.nonce}, timeout=30,
+                         allow_redirects=False)
+        check(r.status_code == 403 or (r.status_code in (302, 303) and "/login" in r.headers.get("Location", "")),
+              f"a player's stop {fields}: {r.status_code} {r.headers.get('Location')}")
+    status, _, _ = page_stop(admin_browser, {"kind": "one", "team": dave_team, "challenge": "nc"}, nonce=False)
+    check(status == 403, f"the admin's stop without CTFd's nonce: {status}")
+    check(challenge_exists(a_inst["name"]) and challenge_exists(d_inst["name"]),
+          "a refused stop removed a Challenge")
+    check(len(kopc_instances(alice_team)) == 1 and len(kopc_instances(dave_team)) == 1,
+          "a refused stop stopped an instance in kopc")
+    ok("a player gets no admin page and none of its three stops (CTFd sends them to log in), and the "
+       "admin's stop without CTFd's CSRF nonce is 403: kubectl still sees both Challenges")
+
+    status, where, after = page_stop(admin_browser, {"kind": "one", "team": alice_team, "challenge": "nc",
+                                                     "back": f"?team={alice_team}"})
+    check(status in (302, 303) and where.endswith(f"/admin/kopc?team={alice_team}"), f"stop one: {status} {where}")
+    check(f"Stopped nc of Red Team ({alice_team})." in after, "the page does not say the stop was done")
+    wait(120, f"kubectl to see {a_inst['name']} gone", lambda: not challenge_exists(a_inst["name"]))
+    wait(60, "kopc to list no instance of alice's", lambda: kopc_instances(alice_team) == [])
+    admin_stop_events(a_inst["name"], "(stop instance)")
+    status, body = alice.instance(nc)
+    check(status == 200 and body["data"]["state"] == "Stopped", f"alice's view after the admin's stop: {body}")
+    check(challenge_exists(d_inst["name"]), "stopping alice's instance removed dave's")
+    ok(f"Stop on alice's row: the page says so, kubectl sees the Challenge {a_inst['name']} gone (an AdminStop "
+       f"Event names the action), alice's window shows Not running, dave's instance runs on")
+
+    status, where, after = page_stop(admin_browser, {"kind": "team", "team": dave_team})
+    check(status in (302, 303) and "Stopped 1 instance(s) of team Yellow & <Co>" in after,
+          f"stop all of dave's team: {status} {where}")
+    wait(120, f"kubectl to see {d_inst['name']} gone", lambda: not challenge_exists(d_inst["name"]))
+    admin_stop_events(d_inst["name"], "(stop all of team")
+    ok("Stop all of a team's: the page counts 1 stopped; kubectl sees dave's Challenge gone")
+
+    wait(120, "both teams to hold no instance",
+         lambda: kopc_instances(alice_team) == [] and kopc_instances(dave_team) == [])
+    for who, b in (("alice", alice), ("dave", dave)):
+        status, body = b.instance(nc, "PUT")
+        check(status == 200, f"{who} starts Greeter again: {status} {body}")
+    names = [kopc_instance_of(t)["name"] for t in (alice_team, dave_team)]
+    rows, text = overview_rows(admin_browser, "?challenge=nc")
+    check(sorted(r["team"] for r in rows) == sorted([alice_team, dave_team])
+          and 'kopc-stop-challenge" data-challenge="nc"' in text, f"filtered by challenge nc: {rows}")
+    status, where, after = page_stop(admin_browser, {"kind": "challenge", "challenge": "nc", "back": "?challenge=nc"})
+    check(status in (302, 303) and "Stopped 2 instance(s) of challenge nc." in after,
+          f"stop all of challenge nc: {status} {where} {after[after.find('kopc-notice'):][:200]}")
+    for name in names:
+        wait(120, f"kubectl to see {name} gone", lambda name=name: not challenge_exists(name))
+    wait(60, "kopc to list neither team's instance",
+         lambda: kopc_instances(alice_team) == [] and kopc_instances(dave_team) == [])
+    ok(f"Stop all of a challenge's (nc): the page counts 2 stopped; kubectl sees both Challenges gone ({names})")
+
+
 def main():
     try:
         admin_browser, adm, players, nc, web = setup()
@@ -453,6 +598,13 @@ def main():
         scenario(adm, players, nc, web)
         admin_list(admin_browser, players, nc)
         stop_on_solve(adm, players)
+        admin_overview(admin_browser, adm, players, nc)
+        with open(STATE_FILE) as f:
+            state = json.load(f)
+        state.update({"admin": "admin", "admin_password": players["admin"]["password"],
+                      "kopc_team": players["alice"]["kopc_team"], "definition": "nc"})
+        with open(STATE_FILE, "w") as f:
+            json.dump(state, f)
     except Fail as e:
         print(f"FAIL: {e}", file=sys.stderr, flush=True)
         return 1

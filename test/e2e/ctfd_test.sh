@@ -12,9 +12,13 @@
 #     team lose their instances; the plugin's admin page lists the submission
 #     of another team's flag (when, who, whose, which challenge) and not a
 #     made-up one; with stopOnSolve a correct flag through CTFd stops the
-#     team's instance in kopc.
+#     team's instance in kopc; the plugin's admin page lists two teams'
+#     Running instances and stops one, a team's and a challenge's (kubectl
+#     sees the Challenges gone), and a player reaches neither it nor its stops.
 #   - page/ctfd_page_test.mjs: Chromium through CTFd's own pages: log in,
-#     open the challenge, Start, Running, reload, still Running, Stop
+#     open the challenge, Start, Running, reload, still Running, Stop; then
+#     an admin stops the player's instance from the plugin's admin page
+#     (confirmed; a cancelled one stops nothing) and the player sees it gone
 #     (screenshots in $KOP_ARTIFACTS, default build/test-artifacts/ctfd).
 # CTFd comes from ../shared/vendor (or its upstream tag, hash-pinned) through
 # tools/ctfd.sh, its tree in build/ctfd and its virtual environment in
@@ -87,7 +91,7 @@ log "Chromium through CTFd's pages"
 mkdir -p "$ARTIFACTS"
 CHROMIUM=$CHROMIUM ARTIFACTS=$ARTIFACTS "$NODE" "$SRC/test/e2e/page/ctfd_page_test.mjs" ||
     fail "ctfd_page_test.mjs (screenshots in $ARTIFACTS)"
-ok "a player starts, sees Running, reloads, still Running, stops, in CTFd's own pages"
+ok "a player starts, sees Running, reloads, still Running, stops, in CTFd's own pages; an admin stops it from the plugin's admin page"
 
 grep -qF "$ADMIN_TOKEN" "$WORK/ctfd.log" && fail "kopc's admin token appears in CTFd's log"
 kill -0 "$OP_PID" 2>/dev/null || fail "the operator died"

@@ -4,10 +4,17 @@
 // from the challenge board, presses Start, sees Starting then Running with
 // the connection line, reloads the page (the window reopens from the URL's
 // hash) and still sees Running, presses Stop and sees the instance go.
-// Each step asserts, then keeps a screenshot in ARTIFACTS.
+// Then the organizer's side: the player starts again, an admin (a browser of
+// their own) opens the plugin's admin page (/admin/kopc), finds the team's
+// Running row, cancels a Stop at the confirmation (nothing happens), then
+// confirms it: the page says it stopped, the row is no longer Running, and
+// the player's window, reloaded, shows Not running.
+// Each step asserts, then keeps a screenshot in ARTIFACTS (admin-overview is
+// docs/ctfd-admin.png).
 //
 // Env: CTFD (CTFd's URL), STATE_FILE (JSON: player, password, challenge_id,
-// challenge_name), ARTIFACTS, CHROMIUM (default /usr/bin/chromium).
+// challenge_name, kopc_team, definition, admin, admin_password), ARTIFACTS,
+// CHROMIUM (default /usr/bin/chromium).
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -29,9 +36,9 @@ let shot = 0;
 let passed = 0;
 const problems = [];
 
-async function screenshot(name) {
+async function screenshot(name, of = page) {
   shot += 1;
-  await page.screenshot({ path: path.join(ARTIFACTS, `${String(shot).padStart(2, '0')}-${name}.png`), fullPage: true });
+  await of.screenshot({ path: path.join(ARTIFACTS, `${String(shot).padStart(2, '0')}-${name}.png`), fullPage: true });
 }
 
 async function step(title, fn) {
@@ -58,32 +65,47 @@ const panel = () => page.locator('#kopc-instance');
 const state = () => panel().locator('.kopc-state');
 const waitState = (s) => panel().locator(`.kopc-state[data-state="${s}"]`).waitFor({ timeout: LONG });
 
-async function main() {
+const profiles = [];
+
+// browser(): a Chromium of its own (its own profile, so its own CTFd login).
+async function browser() {
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'kopc-ctfd-chromium-'));
-  const context = await chromium.launchPersistentContext(profile, {
+  profiles.push(profile);
+  return chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
     viewport: { width: 1280, height: 1000 },
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-dev-shm-usage',
       '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-extensions'],
   });
+}
+
+let adminContext = null;
+
+async function main() {
+  const context = await browser();
   try {
     page = context.pages()[0] || (await context.newPage());
     page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
     await run();
   } finally {
     await context.close();
-    fs.rmSync(profile, { recursive: true, force: true });
+    if (adminContext) await adminContext.close();
+    for (const p of profiles) fs.rmSync(p, { recursive: true, force: true });
   }
+}
+
+async function login(p, name, password) {
+  await p.goto(`${CTFD}/login`);
+  await p.locator('input[name="name"]').fill(name);
+  await p.locator('input[name="password"]').fill(password);
+  await Promise.all([p.waitForNavigation(), p.locator('form [type="submit"]').first().click()]);
+  assert(!p.url().includes('/login'), `still on the login page: ${p.url()}`);
 }
 
 async function run() {
   await step(`${STATE.player} logs in through CTFd's login page`, async () => {
-    await page.goto(`${CTFD}/login`);
-    await page.locator('input[name="name"]').fill(STATE.player);
-    await page.locator('input[name="password"]').fill(STATE.password);
-    await Promise.all([page.waitForNavigation(), page.locator('form [type="submit"]').first().click()]);
-    assert(!page.url().includes('/login'), `still on the login page: ${page.url()}`);
+    await login(page, STATE.player, STATE.password);
     await screenshot('logged-in');
   });
 
@@ -121,6 +143,56 @@ async function run() {
     await waitState('Stopped');
     assert(await panel().locator('.kopc-start').isVisible(), 'no Start button after Stop');
     await screenshot('stopped');
+  });
+
+  await step('Start again: Running, for the organizer to see', async () => {
+    await panel().locator('.kopc-start').click();
+    await waitState('Running');
+  });
+
+  let admin;
+  const row = () => admin.locator(
+    `tr.kopc-instance-row[data-team="${STATE.kopc_team}"][data-challenge="${STATE.definition}"]`);
+  await step("the admin page lists the team's Running instance with its endpoint", async () => {
+    adminContext = await browser();
+    admin = adminContext.pages()[0] || (await adminContext.newPage());
+    admin.on('pageerror', (e) => problems.push(`admin pageerror: ${e.message}`));
+    await login(admin, STATE.admin, STATE.admin_password);
+    await admin.goto(`${CTFD}/admin/kopc`);
+    await row().waitFor({ timeout: LONG });
+    assert((await row().getAttribute('data-state')) === 'Running', `state ${await row().getAttribute('data-state')}`);
+    const [host, port] = (await row().getAttribute('data-endpoint')).split(':');
+    assert(connection === `nc ${host} ${port}`, `endpoint ${host}:${port}, the player sees ${connection}`);
+    assert((await row().locator('td').first().innerText()).includes('Red Team'), 'no CTFd team name in the row');
+    await row().scrollIntoViewIfNeeded();
+    await screenshot('admin-overview', admin);
+  });
+
+  await step('a Stop cancelled at the confirmation stops nothing', async () => {
+    const asked = new Promise((resolve) => admin.once('dialog', (d) => { resolve(d.message()); d.dismiss(); }));
+    await row().locator('button.kopc-stop').click();
+    const question = await asked;
+    assert(question.includes(STATE.kopc_team) && question.startsWith('Stop '), `the question: ${question}`);
+    assert((await row().count()) === 1 && (await row().getAttribute('data-state')) === 'Running',
+      'the row changed after a cancelled Stop');
+    assert(admin.url().endsWith('/admin/kopc'), `the page moved: ${admin.url()}`);
+  });
+
+  await step('a Stop confirmed: the page says so, the row is no longer Running', async () => {
+    admin.once('dialog', (d) => d.accept());
+    await Promise.all([admin.waitForNavigation(), row().locator('button.kopc-stop').click()]);
+    const notice = await admin.locator('.kopc-notice').innerText();
+    assert(notice.includes(`Stopped ${STATE.definition} of Red Team (${STATE.kopc_team})`), `notice ${notice}`);
+    const left = await row().count();
+    assert(left === 0 || (await row().getAttribute('data-state')) === 'Stopping', 'the row is still Running');
+    await screenshot('admin-stopped', admin);
+  });
+
+  await step("the player's window, reloaded, shows Not running", async () => {
+    await page.reload();
+    await waitState('Stopped');
+    assert(await panel().locator('.kopc-start').isVisible(), 'no Start button after the admin stopped it');
+    await screenshot('player-after-admin-stop');
   });
 
   await step('no page errors', async () => {
