@@ -394,6 +394,7 @@ def admin_page():
         env_url=bool(os.environ.get("KOPC_API_URL")),
         env_token=bool(os.environ.get("KOPC_ADMIN_TOKEN")),
         token_set=bool(token),
+        configured=bool(url and token),
         reachable=reachable,
         message=message,
         ov=instances,

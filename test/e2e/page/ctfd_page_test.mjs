@@ -145,9 +145,11 @@ async function run() {
     await screenshot('stopped');
   });
 
-  await step('Start again: Running, for the organizer to see', async () => {
+  await step('Start again: Running (a new instance, a new connection line), for the organizer to see', async () => {
     await panel().locator('.kopc-start').click();
     await waitState('Running');
+    connection = (await panel().locator('.kopc-endpoint code').first().innerText()).trim();
+    assert(/^nc \d+\.\d+\.\d+\.\d+ \d+$/.test(connection), `connection line ${JSON.stringify(connection)}`);
   });
 
   let admin;
