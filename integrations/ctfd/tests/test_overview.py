@@ -16,6 +16,17 @@ sys.path.insert(0, os.path.join(HERE, "..", "kopc_ctfd"))
 
 import mapping  # noqa: E402  (the module alone: the package imports CTFd)
 
+# client.py imports requests (CTFd's, not always the system python3's): the
+# calls below pass their own session, so without requests only its exception
+# class is needed.
+try:
+    import requests  # noqa: F401
+except ImportError:
+    _requests = types.ModuleType("requests")
+    _requests.RequestException = type("RequestException", (Exception,), {})
+    _requests.Session = object
+    sys.modules["requests"] = _requests
+
 # client.py imports mapping relatively: load it inside a package of its own
 # whose __init__ (the plugin's, which needs CTFd) never runs.
 _pkg = types.ModuleType("kopc_pure")
