@@ -256,7 +256,8 @@ def overview(instances, now, names, team="", challenge="", state="", page=1, per
     filter names whole (its kopc name, or its CTFd name), with team_count its
     instances, for "stop all of this team's"; challenge_count counts the
     filtered challenge's instances, for "stop all of this challenge's"."""
-    rows = [r for r in (overview_row(i, now, names) for i in instances or []) if r]
+    rows = [r for r in (overview_row(i, now, names) for i in (instances if isinstance(instances, list) else []))
+            if r]
     rows.sort(key=lambda r: (team_order(r["team"]), r["challenge"]))
     team = (team or "").strip()
     challenge = (challenge or "").strip()

@@ -131,6 +131,11 @@ class Overview(unittest.TestCase):
         ov = mapping.overview(self.instances, NOW, self.names, team="nobody")
         self.assertEqual((ov["rows"], ov["matched"], ov["first"], ov["last"], ov["pages"]), ([], 0, 0, 0, 1))
 
+    def test_what_is_no_list_is_empty(self):
+        for junk in (None, 5, "abc", {"team-1": "nc"}, {"instances": []}):
+            ov = mapping.overview(junk, NOW, self.names)
+            self.assertEqual((ov["rows"], ov["total"], ov["pages"]), ([], 0, 1), junk)
+
     def test_two_thousand_instances_are_pages_of_a_hundred(self):
         many = [inst(f"team-{t}", c) for t in range(1, 1001) for c in ("nc", "web")]
         names = {f"team-{t}": f"Team {t}" for t in range(1, 1001)}
