@@ -40,7 +40,6 @@ refusals and outages are the page's error, never a 500.
 import datetime
 import logging
 import os
-
 import time
 from urllib.parse import parse_qsl, urlencode
 
