@@ -11,7 +11,6 @@
 #   make bench   kopc against controller-runtime and kopf (3 interleaved trials: hours; writes docs/benchmarks.md)
 #   make bench-quick   the same with a few objects, to see the harness work (BENCH_QUICK=1 too)
 #   make soak    an hour (SOAK_SECONDS) of instance churn, RSS and open fds sampled (not in make test)
-#   make test-kopgen-real   a kop-gen operator shipped to a real node: image, kustomize, in-cluster run (minutes; not in make test)
 #
 # Both install what is missing first (Debian packages through apt-get, Go
 # modules through the Go proxy; for make test also the page test's npm packages,
@@ -161,14 +160,6 @@ test: deps devcluster build build-asan page-deps
 	ctest --test-dir $(ASAN_DIR) -j $(JOBS) --output-on-failure
 	@echo "make: regular build: unit, integration and e2e tests"
 	ctest --test-dir $(CMAKE_DIR) --output-on-failure
-
-# A kop-gen operator as its user ships it, on a devcluster with a real node
-# (test/e2e/kopgen_real_test.sh): its image made with `devcluster image`, the
-# generated config/default applied. Minutes of real-node start, so opt-in.
-.PHONY: test-kopgen-real
-test-kopgen-real: devcluster build
-	BUILD_DIR=$(CURDIR)/$(CMAKE_DIR) DEVCLUSTER=$(CURDIR)/$(DEVCLUSTER) KUBECTL=$(CURDIR)/$(KUBECTL) \
-	SRC=$(CURDIR) KOP_TEST_TMP=$(CURDIR)/$(CMAKE_DIR)/e2e-tmp test/e2e/kopgen_real_test.sh
 
 # The suite under load (tools/test-hog.sh, docs/reliability.md): make test on
 # a fresh clone of HEAD, HOG_RUNS times in a row with stress-ng --cpu 1 (or a

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kopgen_real_test.sh - a kop-gen operator shipped as its README says, on a
-# devcluster with a real node (opt-in: `make test-kopgen-real`; it costs a
-# few minutes, so it is not part of make test). libkop and kop-gen installed
+# devcluster with a real node (e2e_kopgen_real: about a minute, most of it
+# the real node's start; needs root, as every real-node test). libkop and kop-gen installed
 # into a fresh prefix, the Website operator generated (owning a ConfigMap
 # and a Deployment) and built as its Dockerfile builds it (libkop linked
 # statically, installed stripped), its image made with `devcluster image`
