@@ -122,18 +122,22 @@ ok "the installed binary finds libkop in $PREFIX/lib through its run path"
 # typo_build NAME SED: a copy of the project whose generated header is edited
 # by SED (a typo), built; prints the binary's path.
 typo_build() {
-    rm -rf "$WORK/$1"
-    cp -r "$SITE" "$WORK/$1"
-    rm -rf "$WORK/$1/build"
-    sed -i "$2" "$WORK/$1/src/website_types.h"
-    cmake -S "$WORK/$1" -B "$WORK/$1/build" -DCMAKE_PREFIX_PATH="$PREFIX" >"$WORK/$1.log" 2>&1 &&
-        cmake --build "$WORK/$1/build" >>"$WORK/$1.log" 2>&1 || fail "the $1 copy does not build"
+    local copy=$WORK/${1:?}
+    rm -rf "$copy"
+    cp -r "$SITE" "$copy"
+    rm -rf "$copy/build"
+    sed -i "$2" "$copy/src/website_types.h"
+    if ! { cmake -S "$copy" -B "$copy/build" -DCMAKE_PREFIX_PATH="$PREFIX" && cmake --build "$copy/build"; } \
+        >"$copy.log" 2>&1; then
+        fail "the $1 copy does not build"
+    fi
     echo "$WORK/$1/build/website-operator"
 }
 PLURAL_TYPO=$(typo_build plural-typo 's/^#define WEBSITE_PLURAL "websites"$/#define WEBSITE_PLURAL "websitez"/')
 KIND_TYPO=$(typo_build kind-typo 's/^#define WEBSITE_KIND "Website"$/#define WEBSITE_KIND "WebSite"/')
-grep -q '"websitez"' "$WORK/plural-typo/src/website_types.h" && grep -q '"WebSite"' "$WORK/kind-typo/src/website_types.h" ||
+if ! grep -q '"websitez"' "$WORK/plural-typo/src/website_types.h" || ! grep -q '"WebSite"' "$WORK/kind-typo/src/website_types.h"; then
     fail "the typos were not made (the generated header changed its #defines?)"
+fi
 # refuses WHAT BINARY PATTERN...: BINARY run against the devcluster exits 1
 # within 60 s, and the line kop_main ends it with on stderr ("website-operator:
 # ...", in $WORK/refused.txt) has every PATTERN (fixed strings).

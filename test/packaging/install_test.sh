@@ -120,11 +120,13 @@ run_example "$WORK/ft/build/ft-cmake-static"
 # installed binary finds a libkop outside the loader's path only with
 # CMAKE_INSTALL_RPATH_USE_LINK_PATH on.
 for rp in OFF ON; do
-    cmake -S "$WORK/ft" -B "$WORK/ft/build-rp$rp" -G Ninja -DCMAKE_PREFIX_PATH="$PREFIX" \
-        -DCMAKE_INSTALL_RPATH_USE_LINK_PATH=$rp >"$WORK/cmake.log" 2>&1 &&
-        cmake --build "$WORK/ft/build-rp$rp" >>"$WORK/cmake.log" 2>&1 &&
-        cmake --install "$WORK/ft/build-rp$rp" --prefix "$WORK/ft/inst-rp$rp" >>"$WORK/cmake.log" 2>&1 ||
-        { cat "$WORK/cmake.log"; fail "cmake build and install with CMAKE_INSTALL_RPATH_USE_LINK_PATH=$rp"; }
+    if ! { cmake -S "$WORK/ft" -B "$WORK/ft/build-rp$rp" -G Ninja -DCMAKE_PREFIX_PATH="$PREFIX" \
+               -DCMAKE_INSTALL_RPATH_USE_LINK_PATH=$rp &&
+           cmake --build "$WORK/ft/build-rp$rp" &&
+           cmake --install "$WORK/ft/build-rp$rp" --prefix "$WORK/ft/inst-rp$rp"; } >"$WORK/cmake.log" 2>&1; then
+        cat "$WORK/cmake.log"
+        fail "cmake build and install with CMAKE_INSTALL_RPATH_USE_LINK_PATH=$rp"
+    fi
 done
 out=$(env -u LD_LIBRARY_PATH "$WORK/ft/inst-rpOFF/bin/ft-cmake" --help 2>&1) &&
     fail "the installed binary found libkop without a run path (is libkop on the loader's path?)"
