@@ -69,7 +69,7 @@
 #define DISCOVERY_GRACE_MS   10000 /* for a resource discovery does not serve yet */
 
 struct shared_informer {
-    const kop_resource *resource;
+    kop_resource resource; /* a copy: callers' structs may go, their strings stay */
     char *ns;     /* NULL: all namespaces */
     char *labels; /* NULL: every object */
     kop_informer *inf;
@@ -382,13 +382,22 @@ static bool same_str(const char *a, const char *b)
     return strcmp(a ? a : "", b ? b : "") == 0;
 }
 
+/* same_resource: every field equal, the kind too (a kind typo in one
+ * controller's copy must still be checked). */
+static bool same_resource(const kop_resource *a, const kop_resource *b)
+{
+    return same_str(a->group, b->group) && same_str(a->version, b->version) &&
+           same_str(a->resource, b->resource) && same_str(a->kind, b->kind) &&
+           a->namespaced == b->namespaced;
+}
+
 static bool same_scope(const struct shared_informer *s, const kop_resource *r, const char *ns,
                        const char *labels)
 {
-    const kop_resource *a = s->resource;
+    const kop_resource *a = &s->resource;
     return same_str(s->ns, r->namespaced ? ns : NULL) && same_str(s->labels, labels) &&
-           strcmp(a->group, r->group) == 0 && strcmp(a->version, r->version) == 0 &&
-           strcmp(a->resource, r->resource) == 0;
+           same_str(a->group, r->group) && same_str(a->version, r->version) &&
+           same_str(a->resource, r->resource);
 }
 
 kop_err kop_manager_informer(kop_manager *m, const kop_resource *r, const char *ns,
@@ -413,7 +422,7 @@ kop_err kop_manager_informer(kop_manager *m, const kop_resource *r, const char *
     kop_err err = kop_informer_new(m->client, &io, &s->inf);
     if (err)
         return err;
-    s->resource = r;
+    s->resource = *r;
     s->ns = r->namespaced && ns && ns[0] ? strdup(ns) : NULL;
     s->labels = label_selector && label_selector[0] ? strdup(label_selector) : NULL;
     m->ninformers++;
@@ -685,10 +694,10 @@ static kop_err check_resource(kop_manager *m, const kop_resource *r, kop_status 
 static kop_err check_resources(kop_manager *m, kop_status *st)
 {
     for (int i = 0; i < m->ninformers; i++) {
-        const kop_resource *r = m->informers[i].resource;
-        bool seen = false; /* the same resource in another scope */
+        const kop_resource *r = &m->informers[i].resource;
+        bool seen = false; /* the same resource, spelled the same, in another scope */
         for (int j = 0; j < i && !seen; j++)
-            seen = m->informers[j].resource == r;
+            seen = same_resource(&m->informers[j].resource, r);
         if (seen)
             continue;
         kop_err err = check_resource(m, r, st);
@@ -710,7 +719,7 @@ static kop_err start_informers(kop_manager *m, kop_status *st)
     for (int i = 0; i < m->ninformers; i++) {
         kop_err err = kop_informer_start(m->informers[i].inf);
         if (err) {
-            kop_status_setf(st, 0, NULL, "start informer for %s", m->informers[i].resource->resource);
+            kop_status_setf(st, 0, NULL, "start informer for %s", m->informers[i].resource.resource);
             return err;
         }
     }

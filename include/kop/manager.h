@@ -112,8 +112,8 @@ KOP_API kop_metrics *kop_manager_metrics(kop_manager *m);
 /*
  * kop_manager_informer returns the shared informer of r in ns (NULL: all
  * namespaces) restricted to label_selector (NULL: every object), making it
- * on first use (before kop_manager_run). Borrowed; r's strings must outlive
- * the manager.
+ * on first use (before kop_manager_run). Borrowed; r is copied, its
+ * strings must outlive the manager.
  */
 KOP_API KOP_NODISCARD kop_err kop_manager_informer(kop_manager *m, const kop_resource *r,
                                                    const char *ns, const char *label_selector,

@@ -10,6 +10,14 @@
 #     regenerates the accessors (the edit uses the new field's getter, so
 #     the project builds only if they were) and the RBAC, and the project
 #     still builds;
+#   - the project installed (cmake --install) to a prefix of its own: the
+#     installed binary finds the prefix's libkop through its run path, with
+#     no LD_LIBRARY_PATH;
+#   - both typos end in a clear start-up error from the binary itself (exit
+#     1, the message on stderr): a plural the apiserver does not serve (a
+#     copy of the project whose generated header says "websitez"), and a
+#     kind that disagrees with discovery ("WebSite"); the operator started
+#     before its CRD is installed says "is the CRD installed?";
 #   - on a devcluster (fake nodes), the generated project's own test
 #     (test/e2e.sh: children, status, finalizer, a deleted child back,
 #     deletion, SIGTERM) passes;
@@ -18,7 +26,8 @@
 #     Deployment (replicas from the spec), controlled by it, and its
 #     status (Ready, observedGeneration); an edit of the spec reaches both
 #     children and observedGeneration; deleting it runs the finalizer and
-#     it goes; the operator logged no Forbidden.
+#     it goes, and the garbage collector deletes both children; the
+#     operator logged no Forbidden.
 #
 # Env: BUILD_DIR (the built CMake build directory), DEVCLUSTER, KUBECTL, SRC,
 # KOP_TEST_TMP.
@@ -102,11 +111,60 @@ grep -q '^- v1/secrets/Secret$' "$SITE/PROJECT" || fail "PROJECT lacks the new o
 build || fail "the regenerated project does not build"
 ok "generate keeps the edited reconciler, regenerates accessors, RBAC and PROJECT; it builds"
 
+log "the project installed to a prefix of its own, run without LD_LIBRARY_PATH"
+cmake --install "$SITE/build" --prefix "$WORK/opt" >"$WORK/project-install.log" 2>&1 || fail "cmake --install of the project"
+readelf -d "$WORK/opt/bin/website-operator" | grep -q "R.*PATH.*$PREFIX/lib" ||
+    fail "the installed binary has no run path to $PREFIX/lib: $(readelf -d "$WORK/opt/bin/website-operator" | grep -i path)"
+out=$(env -u LD_LIBRARY_PATH "$WORK/opt/bin/website-operator" --help 2>&1) || fail "the installed binary: $out"
+grep -q -- '--metrics-bind' <<<"$out" || fail "the installed binary's --help: $out"
+ok "the installed binary finds libkop in $PREFIX/lib through its run path"
+
+# typo_build NAME SED: a copy of the project whose generated header is edited
+# by SED (a typo), built; prints the binary's path.
+typo_build() {
+    local copy=$WORK/${1:?}
+    rm -rf "$copy"
+    cp -r "$SITE" "$copy"
+    rm -rf "$copy/build"
+    sed -i "$2" "$copy/src/website_types.h"
+    if ! { cmake -S "$copy" -B "$copy/build" -DCMAKE_PREFIX_PATH="$PREFIX" && cmake --build "$copy/build"; } \
+        >"$copy.log" 2>&1; then
+        fail "the $1 copy does not build"
+    fi
+    echo "$WORK/$1/build/website-operator"
+}
+PLURAL_TYPO=$(typo_build plural-typo 's/^#define WEBSITE_PLURAL "websites"$/#define WEBSITE_PLURAL "websitez"/')
+KIND_TYPO=$(typo_build kind-typo 's/^#define WEBSITE_KIND "Website"$/#define WEBSITE_KIND "WebSite"/')
+if ! grep -q '"websitez"' "$WORK/plural-typo/src/website_types.h" || ! grep -q '"WebSite"' "$WORK/kind-typo/src/website_types.h"; then
+    fail "the typos were not made (the generated header changed its #defines?)"
+fi
+# refuses WHAT BINARY PATTERN...: BINARY run against the devcluster exits 1
+# within 60 s, and the line kop_main ends it with on stderr ("website-operator:
+# ...", in $WORK/refused.txt) has every PATTERN (fixed strings).
+refuses() {
+    local what=$1 bin=$2 rc=0
+    shift 2
+    timeout 60 "$bin" --kubeconfig "$DIR/kubeconfig" --metrics-bind 0 >/dev/null 2>"$WORK/refused.log" || rc=$?
+    [ "$rc" = 1 ] || fail "$what: the operator exited $rc, want 1: $(tail -3 "$WORK/refused.log")"
+    grep '^website-operator: ' "$WORK/refused.log" | tail -1 >"$WORK/refused.txt"
+    for p in "$@"; do
+        grep -qF -- "$p" "$WORK/refused.txt" || fail "$what: no \"$p\" in the last line: $(tail -3 "$WORK/refused.log")"
+    done
+}
+
 log "the generated project's own test, on a devcluster"
 "$DEVCLUSTER" start --dir "$DIR" --nodes 1 >"$WORK/devcluster.log" 2>&1 || fail "devcluster start"
+refuses "started before its CRD" "$OPERATOR" "no resource websites in demo.example.com/v1" "is the CRD installed"
+ok "the operator started before its CRD exits 1: $(cat "$WORK/refused.txt")"
 E2E_CLUSTER_DIR=$DIR OPERATOR=$OPERATOR TMPDIR=$WORK "$SITE/test/e2e.sh" >"$WORK/project-e2e.log" 2>&1 ||
     fail "the generated test/e2e.sh failed: $(tail -5 "$WORK/project-e2e.log")"
 ok "the generated test/e2e.sh passes ($(grep -c '^ok' "$WORK/project-e2e.log") checks)"
+
+log "typos in the resource end the start with a clear error (the CRD installed)"
+refuses "plural websitez" "$PLURAL_TYPO" "no resource websitez in demo.example.com/v1" "Website" "websites (Website)"
+ok "a plural typo exits 1: $(cat "$WORK/refused.txt")"
+refuses "kind WebSite" "$KIND_TYPO" "websites in demo.example.com/v1" "serves kind Website" "not WebSite"
+ok "a kind typo exits 1: $(cat "$WORK/refused.txt")"
 
 log "the operator as its service account, with the generated RBAC and leader election"
 k apply -f "$SITE/config/manager/namespace.yaml" >/dev/null
@@ -164,8 +222,13 @@ ok "an edit of the spec reaches both children and observedGeneration"
 
 k delete website web --wait=false >/dev/null
 wait_for 60 "the Website gone" bash -c "! '$KUBECTL' --kubeconfig '$DIR/kubeconfig' get website web"
+# The garbage collector deletes what the Website controlled (it learns of a
+# new CRD on its next discovery sync, every 30 s: the CRD is older by now).
+for kind in configmap deployment; do
+    wait_for 120 "the $kind deleted with its Website" bash -c "! '$KUBECTL' --kubeconfig '$DIR/kubeconfig' get $kind web"
+done
 ! grep -qi forbidden "$WORK/operator.log" || fail "the operator was refused: $(grep -i -m3 forbidden "$WORK/operator.log")"
-ok "deleting it releases the finalizer; the generated RBAC was enough (no Forbidden)"
+ok "deleting it releases the finalizer, its ConfigMap and Deployment follow; the generated RBAC was enough (no Forbidden)"
 
 kill -TERM "$op"
 rc=0

@@ -9,6 +9,12 @@
 #     checks them against a live scrape too);
 #   - no public libkop call takes more than five arguments besides its
 #     kop_status, and stats getters are named _read_stats (check_api_shape.py);
+#   - every Markdown link that is not a web address, and every NAME.md a
+#     Markdown file names, is a file of the repository: no design document
+#     outside it (check_doc_links.py);
+#   - every line count docs/flightticket.md gives of a shipped file (the
+#     example, its generated header, its Go twin) is the file's today
+#     (check_flightticket_counts.py);
 #   - docs/reliability.md's RBAC table states what config/rbac grants
 #     (check_rbac_doc.py);
 #   - the Challenge validating webhook as config/with-webhook and the chart
@@ -48,6 +54,12 @@ ok "the chart's CRDs, RBAC rules and monitoring files are copies of config/"
 
 python3 test/packaging/check_monitoring.py --source "$SRC" >/dev/null || fail "the alert rules or the dashboard"
 ok "alert rules and dashboard are well formed and use only registered metrics"
+
+python3 test/packaging/check_doc_links.py "$SRC" || fail "links or names of documents outside the repository (see above)"
+ok "every Markdown link and every NAME.md named is a file in the repository"
+
+counts=$(python3 test/packaging/check_flightticket_counts.py "$SRC") || fail "docs/flightticket.md's line counts (see above)"
+ok "docs/flightticket.md's line counts are the files' ($counts)"
 
 python3 test/packaging/check_rbac_doc.py "$SRC" >/dev/null || { python3 test/packaging/check_rbac_doc.py "$SRC"; fail "docs/reliability.md's RBAC table"; }
 ok "docs/reliability.md's RBAC table states what config/rbac grants"

@@ -21,12 +21,21 @@
 #
 # Env: SRC (repo root), KOP_TEST_TMP. Runs on Debian bookworm (the release
 # the image is built from), where the packages' files are known to dpkg.
+# kopgen_image_test.sh runs the same checks on the Dockerfile of a project
+# kop-gen generated: IMAGE_DOCKERFILE (default: SRC's), IMAGE_CONTEXT (its
+# build context, default: SRC), IMAGE_BIN (the binary's name, default
+# ctf-operator), IMAGE_NAMED_CONTEXT NAME=DIR (a build context the
+# Dockerfile copies from with COPY --from=NAME, as docker build
+# --build-context gives it).
 set -euo pipefail
 # shellcheck source=../e2e/lib.sh
 source "$(dirname "$0")/../e2e/lib.sh"
 
 SRC=${SRC:?}
 HERE=$(cd "$(dirname "$0")" && pwd)
+DOCKERFILE=${IMAGE_DOCKERFILE:-$SRC/Dockerfile}
+CONTEXT=${IMAGE_CONTEXT:-$SRC}
+BIN_NAME=${IMAGE_BIN:-ctf-operator}
 mkdir -p "${KOP_TEST_TMP:-/tmp}"
 WORK=$(mktemp -d "${KOP_TEST_TMP:-/tmp}/image.XXXXXX")
 fail() { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
@@ -39,8 +48,8 @@ trap cleanup EXIT
 log "the Dockerfile"
 # dockerfile.py prints shell assignments: BUILD_FROM, RUNTIME_FROM, RUNTIME_USER,
 # ENTRYPOINT, COPIES (runtime stage COPY lines), PACKAGES, BUILD_RUN (the build
-# stage's cmake command).
-python3 - "$SRC/Dockerfile" >"$WORK/dockerfile.sh" <<'PY'
+# stage's cmake commands, in order).
+python3 - "$DOCKERFILE" >"$WORK/dockerfile.sh" <<'PY'
 import re, shlex, sys
 lines, cur = [], ""
 for raw in open(sys.argv[1]):
@@ -72,9 +81,11 @@ users = [rest for w, rest in runtime["ins"] if w == "USER"]
 entry = [rest for w, rest in runtime["ins"] if w == "ENTRYPOINT"]
 copies = [rest for w, rest in runtime["ins"] if w == "COPY"]
 runs = [rest for w, rest in build["ins"] if w == "RUN" and "cmake -S" in rest]
+copies_from = [rest for w, rest in build["ins"] if w == "COPY" and rest.startswith("--from=")]
 out = {"BUILD_FROM": build["from"], "RUNTIME_FROM": runtime["from"],
        "RUNTIME_USER": users[-1] if users else "", "ENTRYPOINT": entry[-1] if entry else "",
-       "COPIES": "\n".join(copies), "PACKAGES": " ".join(pkgs), "BUILD_RUN": runs[0] if runs else ""}
+       "COPIES": "\n".join(copies), "PACKAGES": " ".join(pkgs), "BUILD_RUN": " && ".join(runs),
+       "BUILD_COPIES_FROM": "\n".join(copies_from)}
 for k, v in out.items():
     print(f"{k}={shlex.quote(v)}")
 PY
@@ -84,9 +95,9 @@ source "$WORK/dockerfile.sh"
 [ "$RUNTIME_FROM" = debian:bookworm-slim ] || fail "runtime stage FROM $RUNTIME_FROM, want debian:bookworm-slim (the manifest this test knows)"
 uid=${RUNTIME_USER%%:*}
 [[ $uid =~ ^[0-9]+$ && $uid != 0 ]] || fail "runtime stage USER '$RUNTIME_USER' is not a numeric non-root user"
-[ "$(wc -l <<<"$COPIES")" = 1 ] && [[ $COPIES == "--from=build "*"/ctf-operator "* ]] ||
+[ "$(wc -l <<<"$COPIES")" = 1 ] && [[ $COPIES == "--from=build "*"/$BIN_NAME "* ]] ||
     fail "the runtime stage should copy in the binary alone, copies: $COPIES"
-[[ $ENTRYPOINT == *'"/usr/local/bin/ctf-operator"'* ]] || fail "ENTRYPOINT is $ENTRYPOINT"
+[[ $ENTRYPOINT == *"\"/usr/local/bin/$BIN_NAME\""* ]] || fail "ENTRYPOINT is $ENTRYPOINT"
 [ -n "$PACKAGES" ] && [ -n "$BUILD_RUN" ] || fail "no package list or no cmake build in the Dockerfile"
 read -ra listed <<<"$PACKAGES"
 for p in "${listed[@]}"; do
@@ -96,19 +107,36 @@ done
 ok "two stages on bookworm, the binary alone in a slim non-root runtime with: ${listed[*]}"
 
 log "the build stage, here"
-mkdir -p "$WORK/context"
-excludes=()
-while read -r pat; do
-    pat=${pat%/}
-    case $pat in '' | '#'*) continue ;; '**/'*) excludes+=("--exclude=${pat#\*\*/}") ;; *) excludes+=("--exclude=./$pat") ;; esac
-done <"$SRC/.dockerignore"
-(cd "$SRC" && tar "${excludes[@]}" -cf - .) | tar -xf - -C "$WORK/context"
-run=${BUILD_RUN// \/build/ $WORK/build}
-run=${run// \/out/ $WORK/out}
-(cd "$WORK/context" && nice -n 10 bash -euc "$run") >"$WORK/build.log" 2>&1 || { tail -30 "$WORK/build.log"; fail "the build stage's cmake commands failed"; }
-BIN=$WORK/out/bin/ctf-operator
-[ -x "$BIN" ] || fail "the build stage did not install bin/ctf-operator"
-ok "the build stage's cmake commands build and install bin/ctf-operator from the build context"
+# copy_context DIR DEST: DIR as a build context, without what its .dockerignore leaves out.
+copy_context() {
+    local excludes=() pat
+    if [ -f "$1/.dockerignore" ]; then
+        while read -r pat; do
+            pat=${pat%/}
+            case $pat in '' | '#'*) continue ;; '**/'*) excludes+=("--exclude=${pat#\*\*/}") ;; *) excludes+=("--exclude=./$pat") ;; esac
+        done <"$1/.dockerignore"
+    fi
+    mkdir -p "$2"
+    (cd "$1" && tar "${excludes[@]}" -cf - .) | tar -xf - -C "$2"
+}
+# The build stage's file system is $WORK/stage: its absolute paths (/build,
+# /out, a named context's /kopc, /usr/local) move there, and CMake searches
+# $WORK/stage/usr/local as the image's cmake searches /usr/local.
+STAGE=$WORK/stage
+copy_context "$CONTEXT" "$WORK/context"
+while read -r from_name from_src from_dest; do
+    [ -n "$from_name" ] || continue
+    from_name=${from_name#--from=}
+    [ "$from_name" != build ] || continue
+    [ "${IMAGE_NAMED_CONTEXT%%=*}" = "$from_name" ] || fail "COPY --from=$from_name: no build context $from_name given"
+    copy_context "${IMAGE_NAMED_CONTEXT#*=}/$from_src" "$STAGE$from_dest"
+done <<<"$BUILD_COPIES_FROM"
+run=$(python3 -c 'import re, sys; print(re.sub(r"(?<=[\s=])/(?=[A-Za-z])", sys.argv[2] + "/", sys.argv[1]))' "$BUILD_RUN" "$STAGE")
+(cd "$WORK/context" && CMAKE_PREFIX_PATH=$STAGE/usr/local nice -n 10 bash -euc "$run") >"$WORK/build.log" 2>&1 ||
+    { tail -30 "$WORK/build.log"; fail "the build stage's cmake commands failed"; }
+BIN=$STAGE/out/bin/$BIN_NAME
+[ -x "$BIN" ] || fail "the build stage did not install bin/$BIN_NAME"
+ok "the build stage's cmake commands build and install bin/$BIN_NAME from the build context"
 
 log "every library from a package of the image"
 # pkg_of FILE: the package that owns FILE (usr-merged paths tried both ways).
@@ -171,7 +199,7 @@ else
     ln -s usr/lib "$root/lib"
     ln -s usr/lib64 "$root/lib64"
     ln -s usr/bin "$root/bin"
-    cp "$BIN" "$root/usr/local/bin/ctf-operator"
+    cp "$BIN" "$root/usr/local/bin/$BIN_NAME"
     for p in "${!image[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || continue
         dpkg -L "$p" | { grep -E '^(/usr)?/lib(64|/x86_64-linux-gnu)?/[^/]*\.so(\.[0-9.]+)?$' || true; } | while read -r f; do
@@ -181,8 +209,8 @@ else
             cp -L "$f" "$d"
         done
     done
-    out=$("${chroot_cmd[@]}" "$root" /usr/local/bin/ctf-operator --help 2>&1 || true)
-    grep -q 'usage: ctf-operator' <<<"$out" || fail "the binary does not start in a root of the image's libraries: $out"
+    out=$("${chroot_cmd[@]}" "$root" "/usr/local/bin/$BIN_NAME" --help 2>&1 || true)
+    grep -q "usage: $BIN_NAME" <<<"$out" || fail "the binary does not start in a root of the image's libraries: $out"
     ok "the binary starts in a root holding only the image's shared libraries ($(find "$root" -name '*.so*' | wc -l) files)"
 fi
 

@@ -7,7 +7,9 @@
 # source, against the installed library only:
 #   - with pkg-config: cc main.c $(pkg-config --cflags --libs kop);
 #   - with CMake: find_package(kop 0.2) and kop::kop (shared) and
-#     kop::kop_static (static);
+#     kop::kop_static (static); installed with cmake --install, the shared
+#     one runs with CMAKE_INSTALL_RPATH_USE_LINK_PATH on (and, without, fails
+#     to find libkop, as docs/install.md says);
 # and runs each binary: it prints the common flags' usage (a libkop
 # function) and reports a missing kubeconfig the way libkop does.
 #
@@ -105,6 +107,7 @@ target_link_libraries(ft-cmake PRIVATE kop::kop)
 add_executable(ft-cmake-static main.c webhook.c)
 target_link_libraries(ft-cmake-static PRIVATE kop::kop_static)
 set_target_properties(ft-cmake ft-cmake-static PROPERTIES C_STANDARD 11 C_EXTENSIONS ON)
+install(TARGETS ft-cmake)
 CM
 cmake -S "$WORK/ft" -B "$WORK/ft/build" -G Ninja -DCMAKE_PREFIX_PATH="$PREFIX" >"$WORK/cmake.log" 2>&1 ||
     { cat "$WORK/cmake.log"; fail "cmake configure with find_package(kop)"; }
@@ -113,6 +116,23 @@ readelf -d "$WORK/ft/build/ft-cmake" | grep -q "NEEDED.*\[libkop.so.$major\]" ||
 readelf -d "$WORK/ft/build/ft-cmake-static" | grep -q 'NEEDED.*libkop' && fail "ft-cmake-static needs libkop.so"
 run_example "$WORK/ft/build/ft-cmake" # CMake's build RPATH finds the prefix's libkop.so
 run_example "$WORK/ft/build/ft-cmake-static"
+# Installed (docs/install.md): CMake drops the build tree's run path, so the
+# installed binary finds a libkop outside the loader's path only with
+# CMAKE_INSTALL_RPATH_USE_LINK_PATH on.
+for rp in OFF ON; do
+    if ! { cmake -S "$WORK/ft" -B "$WORK/ft/build-rp$rp" -G Ninja -DCMAKE_PREFIX_PATH="$PREFIX" \
+               -DCMAKE_INSTALL_RPATH_USE_LINK_PATH=$rp &&
+           cmake --build "$WORK/ft/build-rp$rp" &&
+           cmake --install "$WORK/ft/build-rp$rp" --prefix "$WORK/ft/inst-rp$rp"; } >"$WORK/cmake.log" 2>&1; then
+        cat "$WORK/cmake.log"
+        fail "cmake build and install with CMAKE_INSTALL_RPATH_USE_LINK_PATH=$rp"
+    fi
+done
+out=$(env -u LD_LIBRARY_PATH "$WORK/ft/inst-rpOFF/bin/ft-cmake" --help 2>&1) &&
+    fail "the installed binary found libkop without a run path (is libkop on the loader's path?)"
+grep -q 'libkop.so' <<<"$out" || fail "the installed binary without a run path said: $out"
+(unset LD_LIBRARY_PATH; run_example "$WORK/ft/inst-rpON/bin/ft-cmake") || exit 1
+ok "installed with cmake --install: libkop found through CMAKE_INSTALL_RPATH_USE_LINK_PATH, not found without it"
 sed -i 's/find_package(kop 0.2 REQUIRED)/find_package(kop 9.0 REQUIRED)/' "$WORK/ft/CMakeLists.txt"
 if cmake -S "$WORK/ft" -B "$WORK/ft/build-v9" -G Ninja -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null 2>&1; then
     fail "find_package(kop 9.0) accepted version $version"

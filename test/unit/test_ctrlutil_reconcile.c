@@ -12,7 +12,9 @@
  * kop_reconcile_child reads that cache and writes nothing for a settled
  * child; kop_reconcile_status compares with observedGeneration stamped in
  * and writes nothing when the status shows it all, never changing the
- * caller's status; kop_reconcile_end maps errors to KOP_RETRY. The writes
+ * caller's status; kop_reconcile_end maps errors to KOP_RETRY;
+ * kop_controller_owns keeps a copy of the resource, not the caller's
+ * pointer. The writes
  * themselves are tested on the devcluster (test/integration/test_ctrlutil.c).
  */
 #include <setjmp.h>
@@ -165,6 +167,31 @@ static void test_owned_cache(void **state)
     assert_null(kop_controller_owned_cache(f->ctl, NULL));
 }
 
+/*
+ * test_owns_copies_resource: kop_controller_owns copies the resource, as
+ * kop_controller_opts.for_resource is copied, so a kop_resource built in a
+ * setup function's scope may go once the call returns (only its strings
+ * must outlive the manager). The manager kept the caller's pointer before:
+ * a struct changed afterwards made the next lookup miss the shared
+ * informer (and made the start-up discovery check read whatever was there).
+ */
+static void test_owns_copies_resource(void **state)
+{
+    struct fixture *f = *state;
+    static const kop_resource CLAIMS = {"", "v1", "persistentvolumeclaims",
+                                        "PersistentVolumeClaim", true};
+    kop_resource local = CLAIMS;
+    kop_informer *claims = NULL, *again = NULL;
+    assert_int_equal(kop_controller_owns(f->ctl, &local, &claims), KOP_OK);
+    assert_non_null(claims);
+    /* The caller's struct is reused for something else. */
+    local = (kop_resource){"scribbled.example.com", "v9", "scribbles", "Scribble", false};
+    assert_int_equal(kop_manager_informer(f->m, &CLAIMS, NULL, NULL, &again), KOP_OK);
+    assert_ptr_equal(again, claims);
+    assert_ptr_equal(kop_controller_owned_cache(f->ctl, &CLAIMS), claims);
+    assert_null(kop_controller_owned_cache(f->ctl, &local));
+}
+
 static void test_child(void **state)
 {
     struct fixture *f = *state;
@@ -256,6 +283,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_get),           cmocka_unit_test(test_owned_cache),
+        cmocka_unit_test(test_owns_copies_resource),
         cmocka_unit_test(test_child),         cmocka_unit_test(test_status),
         cmocka_unit_test(test_end),
     };
