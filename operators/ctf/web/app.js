@@ -17,7 +17,9 @@
  * Signed in with the admin token, the page has a second mode, the
  * organizer's console: every team's instances from the admin stream
  * (GET /api/v1/admin/events), filtered and sorted, with stop and extend
- * per instance and stop-all per team or challenge, each confirmed.
+ * per instance and stop-all per team or challenge, each confirmed. A team
+ * token never gets it: asked for it (the stored choice), the page shows the
+ * team's own instances and says why.
  *
  * Server strings are only ever put in the page as text (textContent), never
  * as HTML. See docs/api.md for the API.
@@ -209,7 +211,15 @@
     clearError();
     state.admin = who.admin === true;
     if (!state.admin) {
+      // A team token asked for the console (the stored choice says so): the
+      // team's own page instead, and why (the API refuses it the admin routes).
+      const asked = localStorage.getItem(TEAM_KEY) === CONSOLE;
+      localStorage.removeItem(TEAM_KEY);
       openBoard(who.team);
+      if (asked) {
+        showError({ message: `The organizer's console needs the admin token; this is team ${who.team}'s ` +
+          'token, so this page shows that team\'s instances only.' });
+      }
       return;
     }
     const team = localStorage.getItem(TEAM_KEY);

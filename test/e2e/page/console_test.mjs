@@ -8,13 +8,25 @@
 // their quota of 2: team-b); the last-Events column shows each instance's
 // newest Event as kubectl lists it (team-b/broken's a Warning, team-a/web's
 // list holds Running); a filter by team shows only that
-// team's; Stop (confirmed) stops team-b/web, whose row goes and which leaves
-// team-b's own list; a column sorts both ways. Then CONSOLE_SCALE instances
+// team's. Team-b's own page, signed in with team-b's token in a second
+// browser context, lists web Running and offers no console; Stop (confirmed)
+// in the console stops team-b/web, whose row goes, and which leaves team-b's
+// open page live (its event stream says web Stopped; the page reads its list
+// no more) and after a reload, and team-b's own list; a column sorts both
+// ways. Then CONSOLE_SCALE instances
 // (admin PUTs of one per team): the console renders them all while they
 // start (the stream's changes pouring in), then, reloaded, renders them and
 // a filter narrows them to one and back, all while the operator is still
 // starting them on the loaded test machine; the times are printed with the
 // states at that moment (measurements, bounded only by generous timeouts).
+// Last, team-b's page (open all along) asked for the console (the stored
+// choice) shows team-b's instances and says that the console needs the admin
+// token; every response it received from the API since it opened (the JSON,
+// and its event streams' text as far as read, through the stop and the
+// CONSOLE_SCALE other teams' instances) names no other team (team-a, s0000...),
+// while team-b's own name is in each stream (so the capture holds what came);
+// and the admin routes (the stream, lists, stops, renew), fetched from that
+// page with its token, answer 403 and change nothing.
 // Each step asserts, then takes a screenshot.
 //
 // Env: CONSOLE_URL (the page), CONSOLE_ADMIN_TOKEN, CONSOLE_TEAM_B_TOKEN,
@@ -26,7 +38,6 @@
 import { chromium } from 'playwright-core';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 
 const env = (name, fallback) => {
@@ -57,9 +68,9 @@ const problems = [];
 
 const rows = () => page.locator('#console-rows tr');
 
-async function screenshot(name) {
+async function screenshot(name, tab = page) {
   shot += 1;
-  await page.screenshot({ path: path.join(ARTIFACTS, `${String(shot).padStart(2, '0')}-${name}.png`) });
+  await tab.screenshot({ path: path.join(ARTIFACTS, `${String(shot).padStart(2, '0')}-${name}.png`) });
 }
 
 async function step(title, fn) {
@@ -71,6 +82,12 @@ async function step(title, fn) {
       await page.screenshot({ path: path.join(ARTIFACTS, 'failure.png') });
       console.error(`  page text:\n${(await page.locator('body').innerText()).slice(0, 1500)}`);
     } catch (_) { /* the page may be gone */ }
+    if (teamPage) {
+      try {
+        await teamPage.screenshot({ path: path.join(ARTIFACTS, 'failure-team.png') });
+        console.error(`  team page text:\n${(await teamPage.locator('body').innerText()).slice(0, 800)}`);
+      } catch (_) { /* the page may be gone */ }
+    }
     if (problems.length) console.error(`  page problems:\n  ${problems.join('\n  ')}`);
     process.exit(1);
   }
@@ -183,29 +200,79 @@ async function cells() {
     tr.children[1].textContent, tr.dataset.state]));
 }
 
+// The participant page of team-b, in a browser context of its own (its own
+// localStorage, so its token and the admin's do not meet): every response it
+// receives is kept, the JSON by Playwright's response events, the event
+// stream's text by the DevTools protocol (Network.streamResourceContent: a
+// stream never ends, so its body is read as it arrives).
+let teamPage;
+const teamResponses = []; // { url, status, type, text: Promise<string> } of every response but the streams'
+const teamStreams = new Map(); // DevTools requestId -> { url, buffered, chunks } of each event stream
+let teamInstanceGets = 0; // GETs of team-b's instances (the list or one) the page has sent
+
+// Every other team's name: team-a and the scale step's teams. A name counts
+// where it stands alone or inside a longer name (a namespace, a label), not
+// as a part of a longer word.
+const SCALE_TEAMS = Array.from({ length: SCALE }, (_, i) => `s${String(i).padStart(4, '0')}`);
+const OTHER_TEAMS = ['team-a', ...SCALE_TEAMS];
+const OTHERS_RE = new RegExp(`(?<![a-z0-9])(${OTHER_TEAMS.join('|')})(?![a-z0-9])`);
+
+// streamText(s): what has been read of one event stream so far.
+const streamText = (s) => Buffer.concat([Buffer.from(s.buffered, 'base64'),
+  ...s.chunks.map((c) => Buffer.from(c, 'base64'))]).toString('utf8');
+
+async function openTeamPage(context) {
+  teamPage = await context.newPage();
+  teamPage.setDefaultTimeout(SHORT);
+  teamPage.on('pageerror', (e) => problems.push(`team page error: ${e.message}`));
+  teamPage.on('request', (r) => {
+    if (r.method() === 'GET' && /\/api\/v1\/teams\/team-b\/instances([/?]|$)/.test(r.url())) teamInstanceGets += 1;
+  });
+  teamPage.on('response', (r) => {
+    const type = r.headers()['content-type'] || '';
+    if (type.startsWith('text/event-stream')) return; // read below, as it arrives
+    const text = r.text();
+    text.catch(() => {}); // awaited (and its failure reported) when the responses are checked
+    teamResponses.push({ url: r.url(), status: r.status(), type, text });
+  });
+  const cdp = await context.newCDPSession(teamPage);
+  cdp.on('Network.responseReceived', (e) => {
+    if (!e.response.mimeType.startsWith('text/event-stream')) return;
+    const s = { url: e.response.url, buffered: '', chunks: [] };
+    teamStreams.set(e.requestId, s);
+    s.ready = cdp.send('Network.streamResourceContent', { requestId: e.requestId })
+      .then((r) => { s.buffered = r.bufferedData; })
+      .catch((err) => { s.error = err.message; });
+  });
+  cdp.on('Network.dataReceived', (e) => {
+    const s = teamStreams.get(e.requestId);
+    if (s && e.data) s.chunks.push(e.data);
+  });
+  await cdp.send('Network.enable');
+}
+
 async function main() {
   fs.mkdirSync(ARTIFACTS, { recursive: true });
   for (const f of fs.readdirSync(ARTIFACTS)) if (f.endsWith('.png')) fs.rmSync(path.join(ARTIFACTS, f));
   if (!fs.existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}`);
-  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'kopc-console-'));
-  const context = await chromium.launchPersistentContext(profile, {
+  const browser = await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
-    viewport: { width: 1280, height: 900 },
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync',
       '--disable-dev-shm-usage', '--disable-extensions', '--disable-default-apps'],
   });
   try {
-    await run(context);
+    const admin = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const team = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    await run(admin, team);
   } finally {
-    await context.close();
-    fs.rmSync(profile, { recursive: true, force: true });
+    await browser.close();
   }
 }
 
-async function run(context) {
-  page = context.pages()[0] || await context.newPage();
+async function run(context, teamContext) {
+  page = await context.newPage();
   page.setDefaultTimeout(SHORT);
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
   page.on('console', (m) => {
@@ -289,10 +356,36 @@ async function run(context) {
     await page.locator('#filter-state').selectOption('');
   });
 
-  await step('Stop, confirmed, stops team-b/web: its row goes and team-b\'s own list no longer has it', async () => {
+  await step('team-b\'s own page (its token, a second browser context) lists web Running and offers no console', async () => {
+    await openTeamPage(teamContext);
+    await teamPage.goto(URL_);
+    await teamPage.getByLabel('Team token').fill(TEAM_B);
+    await teamPage.getByRole('button', { name: 'Sign in' }).click();
+    await teamPage.waitForSelector('#live[data-live="live"]');
+    await teamPage.waitForSelector('[data-challenge="web"][data-state="Running"]');
+    await teamPage.waitForSelector('[data-challenge="broken"][data-state="Error"]');
+    assert(await teamPage.locator('#team-name').innerText() === 'team-b', 'the team page is not team-b\'s');
+    assert(await teamPage.locator('#open-console').isHidden(), 'the team page offers the console');
+    assert(await teamPage.locator('#console').isHidden(), 'the team page shows the console');
+    assert(await teamPage.getByRole('button', { name: "Open the organizer's console" }).count() === 0 ||
+      await teamPage.getByRole('button', { name: "Open the organizer's console" }).isHidden(), 'the team page offers the console');
+    await screenshot('team-b-before-stop', teamPage);
+  });
+
+  await step('Stop, confirmed, stops team-b/web: its row goes, it leaves team-b\'s open page live and after a reload', async () => {
     let asked = '';
+    const gets = teamInstanceGets;
+    await Promise.all([...teamStreams.values()].map((st) => st.ready));
     page.once('dialog', (d) => { asked = d.message(); d.accept(); });
     await page.getByRole('button', { name: 'Stop web of team team-b' }).click();
+    // The team's page hears it from its event stream: it asks for its list no more.
+    await teamPage.waitForSelector('[data-challenge="web"][data-state="Stopped"]', { timeout: LONG });
+    assert(teamInstanceGets === gets, `the team page read its list ${teamInstanceGets - gets} times more: not live`);
+    const told = [...teamStreams.values()].map(streamText).join('').split('\n\n').some((ev) =>
+      /^event: instance$/m.test(ev) && /"challenge":"web"/.test(ev) && /"state":"Stopped"/.test(ev));
+    assert(told, 'the team page\'s event stream, as read, never said web Stopped');
+    assert(await teamPage.locator('[data-challenge="broken"][data-state="Error"]').count() === 1, 'team-b/broken left the team page');
+    await screenshot('team-b-stopped-live', teamPage);
     await page.waitForFunction(() => ![...document.querySelectorAll('#console-rows tr')]
       .some((tr) => tr.children[0].textContent === 'team-b' && tr.children[1].textContent === 'web'),
     null, { timeout: LONG });
@@ -305,6 +398,11 @@ async function run(context) {
     const a = await api('GET', '/teams/team-a/instances/web', ADMIN);
     assert(a.status === 200 && a.body.state === 'Running', `team-a/web after the stop: ${JSON.stringify(a.body)}`);
     await screenshot('stopped');
+    await teamPage.reload();
+    await teamPage.waitForSelector('#live[data-live="live"]');
+    await teamPage.waitForSelector('[data-challenge="broken"][data-state="Error"]');
+    const web = await teamPage.locator('[data-challenge="web"]').getAttribute('data-state');
+    assert(web === 'Stopped', `team-b/web after the team page's reload: ${web}`);
   });
 
   await step('a cancelled Stop stops nothing; a column sorts both ways', async () => {
@@ -323,7 +421,7 @@ async function run(context) {
   });
 
   await step(`${SCALE} instances: the console renders them all and filters them`, async () => {
-    const teams = Array.from({ length: SCALE }, (_, i) => `s${String(i).padStart(4, '0')}`);
+    const teams = SCALE_TEAMS;
     const t0 = Date.now();
     for (let i = 0; i < teams.length; i += 16) {
       const batch = await Promise.all(teams.slice(i, i + 16).map((t) => api('PUT', `/teams/${t}/instances/web`, ADMIN)));
@@ -383,6 +481,59 @@ async function run(context) {
     console.log(`# ${SCALE} instances made through the API in ${made} ms; all ${want} rows in the open console ` +
       `${live} ms later; then the console reloaded and rendered ${want} rows in ${rendered} ms, filtered them ` +
       `to one in ${filtered} ms and back to all in ${cleared} ms (at the end: ${totals})`);
+  });
+
+  await step('a team token asking for the console gets its own page and why; nothing team-b\'s page received names another team', async () => {
+    // The page remembers the console as the stored choice; a team token that sets it gets its own page.
+    await teamPage.evaluate(() => localStorage.setItem('kopc-ctf-team', '-console'));
+    await teamPage.reload();
+    await teamPage.waitForSelector('#live[data-live="live"]');
+    await teamPage.waitForSelector('[data-challenge="broken"][data-state="Error"]');
+    const why = await teamPage.getByRole('alert').innerText();
+    assert(/console needs the admin token.*team team-b/.test(why), `the page says: ${why}`);
+    assert(await teamPage.locator('#team-name').innerText() === 'team-b', 'not team-b\'s page');
+    assert(await teamPage.locator('#console').isHidden() && await teamPage.locator('#open-console').isHidden(),
+      'the team page shows or offers the console');
+    await screenshot('team-b-asks-for-console', teamPage);
+    // Everything the page received from the API while it loaded, ran through the stop and the scale step, and reloaded.
+    const api_ = teamResponses.filter((r) => new URL(r.url).pathname.startsWith('/api/'));
+    const texts = await Promise.all(api_.map((r) => r.text.catch((err) => { throw new Error(`${r.url}: ${err.message}`); })));
+    const streams = [...teamStreams.values()];
+    await Promise.all(streams.map((st) => st.ready));
+    for (const st of streams) assert(!st.error, `the stream ${st.url} could not be read: ${st.error}`);
+    const streamTexts = streams.map(streamText);
+    assert(api_.length >= 9 && texts.every((t, k) => api_[k].status !== 200 || t.length > 0), `API responses read: ${api_.length}`);
+    assert(streams.length >= 3 && streamTexts.every((t) => /^event: snapshot$/m.test(t) && t.includes('"team":"team-b"')),
+      `team-b's streams as read: ${streamTexts.map((t) => t.slice(0, 80))}`);
+    const all = [...api_.map((r, k) => [r.url, texts[k]]), ...streams.map((st, k) => [st.url, streamTexts[k]])];
+    for (const [url, text] of all) {
+      const m = OTHERS_RE.exec(text);
+      assert(!m, `${url} names team ${m && m[1]}: ${text.slice(Math.max(0, m ? m.index - 80 : 0), (m ? m.index : 0) + 80)}`);
+    }
+    console.log(`# team-b's page: ${api_.length} API responses (${texts.reduce((n, t) => n + t.length, 0)} bytes) and ` +
+      `${streams.length} event streams (${streamTexts.reduce((n, t) => n + t.length, 0)} bytes read) name no other team`);
+    // The admin routes, called from the page with its own token: 403, every one.
+    const routes = [['GET', '/admin/instances'], ['GET', '/admin/summary'], ['GET', '/admin/events'],
+      ['DELETE', '/admin/teams/team-a/instances'], ['DELETE', '/admin/challenges/web/instances'],
+      ['DELETE', '/admin/teams/team-a/instances/web'], ['POST', '/admin/teams/team-a/instances/web/renew'],
+      ['DELETE', '/admin/teams/team-b/instances/broken']];
+    const got = await teamPage.evaluate(async (list) => {
+      const token = localStorage.getItem('kopc-ctf-token');
+      const out = [];
+      for (const [method, p] of list) {
+        const ctl = new AbortController();
+        const res = await fetch(`/api/v1${p}`, { method, headers: { Authorization: `Bearer ${token}` }, signal: ctl.signal });
+        out.push(`${method} ${p} ${res.status}`);
+        ctl.abort();
+      }
+      return out;
+    }, routes);
+    const want = routes.map(([method, p]) => `${method} ${p} 403`);
+    assert(JSON.stringify(got) === JSON.stringify(want), `the admin routes from the team page: ${got.join(', ')}`);
+    const a = await api('GET', '/teams/team-a/instances/web', ADMIN);
+    assert(a.status === 200 && a.body.state === 'Running', `team-a/web after the team's tries: ${JSON.stringify(a.body)}`);
+    const b = await api('GET', '/teams/team-b/instances/broken', ADMIN);
+    assert(b.status === 200 && b.body.state === 'Error', `team-b/broken after the team's tries: ${JSON.stringify(b.body)}`);
   });
 }
 
