@@ -4,7 +4,9 @@ go 1.26.0
 
 // Traefik serves the devcluster's Gateway API (gateway.go in
 // tools/devcluster) on real nodes. Built from its own module so that its
-// Kubernetes client versions stay its own.
+// Kubernetes client versions stay its own. v3.6, not v3.7: every v3.7
+// release links lego/v5's DNS providers, whose SDKs the Go proxy here
+// refuses (docs/devcluster.md, "The gateway").
 tool github.com/traefik/traefik/v3/cmd/traefik
 
 // Traefik's own go.mod points these at its forks; replace directives apply
