@@ -447,6 +447,7 @@ func traefikArgs() []string {
 		"--global.checkNewVersion=false",
 		"--global.sendAnonymousUsage=false",
 		"--log.level=INFO",
+		"--log.noColor=true",
 	}
 }
 
@@ -517,7 +518,6 @@ func traefikDeployment(labels map[string]string) *appsv1.Deployment {
 				Spec: corev1.PodSpec{
 					ServiceAccountName: "traefik",
 					NodeSelector:       map[string]string{"devcluster.kopc.dev/node": "real"},
-					PriorityClassName:  "system-cluster-critical",
 					SecurityContext: &corev1.PodSecurityContext{
 						RunAsNonRoot:   ptr.To(true),
 						RunAsUser:      ptr.To[int64](65532),
