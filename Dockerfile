@@ -14,7 +14,7 @@ FROM debian:bookworm AS build
 RUN apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       build-essential cmake ninja-build pkg-config \
-      libcurl4-openssl-dev libjansson-dev libfyaml-dev libmicrohttpd-dev libssl-dev libcmocka-dev \
+      libcurl4-openssl-dev libjansson-dev libfyaml-dev libmicrohttpd-dev libgnutls28-dev libssl-dev libcmocka-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -27,7 +27,7 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
 FROM debian:bookworm-slim AS runtime
 RUN apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      libcurl4 libjansson4 libfyaml0 libmicrohttpd12 libssl3 ca-certificates \
+      libcurl4 libjansson4 libfyaml0 libmicrohttpd12 libgnutls30 libssl3 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/bin/ctf-operator /usr/local/bin/ctf-operator
 # 65532 is the conventional "nonroot" user of distroless images; the

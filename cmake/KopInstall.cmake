@@ -7,6 +7,8 @@
 #   lib/pkgconfig/kop.pc            pkg-config --cflags --libs kop
 #   lib/cmake/kop/kopConfig.cmake   find_package(kop 0.2) and its version file
 #   bin/ctf-operator                the CTF operator (component "operator")
+#   bin/kop-gen                     the project generator (component "generator";
+#                                   tools/kop-gen/CMakeLists.txt)
 #
 # The soname's number is the major version: it changes when the ABI breaks.
 # jansson is a public dependency (the headers use json_t); the others are

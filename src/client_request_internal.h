@@ -84,4 +84,19 @@ void kop__discovery_fini(kop__discovery *d);
 /* kop__client_discovery returns the client's discovery cache. */
 kop__discovery *kop__client_discovery(kop_client *c);
 
+/*
+ * kop__discovery_check checks r against discovery: its group version must
+ * be served (KOP_ENOTFOUND), hold r->resource (KOP_ENOTFOUND, with the
+ * resources it does hold), of kind r->kind and r's scope (KOP_EINVAL).
+ * st says which, naming group, version, plural and kind.
+ */
+kop_err kop__discovery_check(kop_client *c, const kop_resource *r, kop_status *st);
+
+/*
+ * kop__discovery_lacks_status tells whether discovery (refreshed) serves
+ * r but not its status subresource: what a 404 from a status write means
+ * when the object exists.
+ */
+bool kop__discovery_lacks_status(kop_client *c, const kop_resource *r);
+
 #endif /* KOP_CLIENT_REQUEST_INTERNAL_H */

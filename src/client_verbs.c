@@ -40,6 +40,26 @@ static kop_err parse_body(const kop__response *resp, json_t **out, kop_status *s
  * call builds the URL, sends one request with an optional JSON body, and
  * parses the answer into *out when out is not NULL.
  */
+/*
+ * explain_status_404 rewrites the message of a 404 from a status write
+ * when the resource has no status subresource: the apiserver then says the
+ * object is "not found" while it exists, which sends people looking in the
+ * wrong place.
+ */
+static void explain_status_404(kop_client *c, const kop_resource *r, const char *name,
+                               kop_status *st)
+{
+    if (!st || !kop__discovery_lacks_status(c, r))
+        return;
+    kop_status_setf(st, 404, "NotFound",
+                    "%s %s: resource %s in %s%s%s has no status subresource: add "
+                    "\"subresources: {status: {}}\" to the CRD's version (404 from the status "
+                    "write)",
+                    r->kind ? r->kind : r->resource, name ? name : "", r->resource,
+                    r->group && r->group[0] ? r->group : "", r->group && r->group[0] ? "/" : "",
+                    r->version);
+}
+
 static kop_err call(kop_client *c, const char *method, const kop_resource *r, const char *ns,
                     const char *name, const char *subresource, const kop__query_param *params,
                     size_t nparams, const char *content_type, const json_t *body, json_t **out,
@@ -81,6 +101,8 @@ static kop_err call(kop_client *c, const char *method, const kop_resource *r, co
         .safe = strcmp(method, "GET") == 0,
     };
     err = kop__client_do(c, &req, &resp, st);
+    if (err == KOP_ENOTFOUND && subresource && strcmp(subresource, "status") == 0)
+        explain_status_404(c, r, name, st);
     if (!err && out)
         err = parse_body(&resp, out, st);
 out:

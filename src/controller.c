@@ -396,9 +396,16 @@ static kop_err add_watch(kop_controller *c, const kop_resource *r, const char *l
     return err;
 }
 
-kop_err kop_controller_owns(kop_controller *c, const kop_resource *child)
+kop_err kop_controller_owns(kop_controller *c, const kop_resource *child,
+                            kop_informer **cache_out)
 {
-    return add_watch(c, child, NULL, NULL, NULL, true);
+    if (!c || !child)
+        return KOP_EINVAL;
+    kop_err err = add_watch(c, child, NULL, NULL, NULL, true);
+    /* add_watch appended the child's watch last: its informer is the cache. */
+    if (!err && cache_out)
+        *cache_out = c->watches[c->nwatches - 1].inf;
+    return err;
 }
 
 kop_err kop_controller_watch(kop_controller *c, const kop_controller_watch_opts *opts)

@@ -19,10 +19,14 @@
  * Start order (kop_manager_run), each step waiting for the one before:
  *   1. the HTTP endpoint, so /healthz answers while caches fill and the
  *      kubelet does not restart an operator that is only slow to list;
- *   2. every informer, then their first lists (/readyz turns 200 after);
- *   3. the Lease, when elections are on, and the wait until this replica
+ *   2. the webhook server, if asked for: listing a CRD served in two
+ *      versions may need this very process's conversion webhook;
+ *   3. every watched resource checked through discovery (check_resources):
+ *      a typo stops the start here, before any cache retries forever;
+ *   4. every informer, then their first lists (/readyz turns 200 after);
+ *   5. the Lease, when elections are on, and the wait until this replica
  *      leads: a standby keeps warm caches but starts no controller;
- *   4. the runnables (controllers), in the order they were added.
+ *   6. the runnables (controllers), in the order they were added.
  * Stop order (shut_down) is the reverse, for the same reasons read
  * backwards: the runnables are stopped and joined first, within the
  * shutdown deadline; only then is the Lease released, so no successor
@@ -49,9 +53,12 @@
 
 #include <microhttpd.h>
 
+#include "client_request_internal.h"
+#include "kop/events.h"
 #include "kop/http.h"
 #include "kop/leader.h"
 #include "kop/log.h"
+#include "kop/webhook.h"
 #include "kop_internal.h"
 #include "manager_internal.h"
 
@@ -59,6 +66,7 @@
 #define PROBE_CONNECTIONS    256 /* metrics, /healthz and /readyz connections in all */
 #define PROBE_PER_ADDRESS    16  /* from one client address */
 #define PROBE_IDLE_TIMEOUT_S 10
+#define DISCOVERY_GRACE_MS   10000 /* for a resource discovery does not serve yet */
 
 struct shared_informer {
     const kop_resource *resource;
@@ -82,6 +90,9 @@ struct kop_manager {
     int nrunnables;
 
     kop_leader *leader;
+    kop_webhook_server *webhook; /* NULL until an operator asks for it */
+    char *webhook_bind, *webhook_cert_dir; /* owned copies */
+    kop_recorder *recorder; /* made on first ask, under mu */
     struct MHD_Daemon *http;
     int port;
 
@@ -99,6 +110,9 @@ static const char usage_text[] =
     "  --metrics-bind ADDR      /metrics, /healthz, /readyz on ADDR (default 127.0.0.1:9090; 0: off)\n"
     "  --leader-elect           hold a Lease before reconciling (for several replicas)\n"
     "  --log-format text|json   log line format (default text)\n"
+    "  --webhook-bind ADDR      serve the operator's webhooks over HTTPS on ADDR (default 0: off)\n"
+    "  --webhook-cert-dir DIR   the webhooks' tls.crt and tls.key, reloaded when they change\n"
+    "                           (default " KOP_WEBHOOK_DEFAULT_CERT_DIR ")\n"
     "  -v N                     log verbosity (default 0)\n";
 
 const char *kop_manager_flags_usage(void)
@@ -132,6 +146,10 @@ int kop_manager_parse_flag(kop_manager_opts *o, int argc, char **argv, int *i, k
         o->kubeconfig = v;
     } else if ((v = flag_value(arg, "--metrics-bind", argc, argv, i))) {
         o->metrics_bind = v;
+    } else if ((v = flag_value(arg, "--webhook-bind", argc, argv, i))) {
+        o->webhook_bind = v;
+    } else if ((v = flag_value(arg, "--webhook-cert-dir", argc, argv, i))) {
+        o->webhook_cert_dir = v;
     } else if ((v = flag_value(arg, "--log-format", argc, argv, i))) {
         if (kop_log_format_parse(v, &log_cfg.format) != KOP_OK) {
             kop_status_setf(st, 0, NULL, "--log-format: \"%s\" is neither text nor json", v);
@@ -213,6 +231,8 @@ kop_err kop_manager_new(const kop_manager_opts *opts, kop_manager **out, kop_sta
     m->kubeconfig = dup_opt(m->opts.kubeconfig);
     m->metrics_bind = strdup(m->opts.metrics_bind ? m->opts.metrics_bind : "127.0.0.1:9090");
     m->le_ns = dup_opt(m->opts.leader_election_namespace);
+    m->webhook_bind = dup_opt(m->opts.webhook_bind);
+    m->webhook_cert_dir = dup_opt(m->opts.webhook_cert_dir);
     m->le_id = strdup(m->opts.leader_election_id ? m->opts.leader_election_id : m->name);
     if (m->opts.shutdown_timeout_ms <= 0)
         m->opts.shutdown_timeout_ms = 30000; /* a pod's default grace period */
@@ -267,6 +287,9 @@ void kop_manager_free(kop_manager *m)
         r->join(r->user, NULL);
         r->free(r->user);
     }
+    /* Reconciles recorded events: the recorder goes once they are over,
+     * and before the client and configuration its sender uses. */
+    kop_recorder_free(m->recorder);
     for (int i = 0; i < m->ninformers; i++) {
         kop_informer_free(m->informers[i].inf);
         free(m->informers[i].ns);
@@ -275,6 +298,9 @@ void kop_manager_free(kop_manager *m)
     kop_leader_free(m->leader);
     if (m->http)
         MHD_stop_daemon(m->http);
+    kop_webhook_server_free(m->webhook); /* after the probes that read it */
+    free(m->webhook_bind);
+    free(m->webhook_cert_dir);
     kop_client_free(m->client);
     kop_config_free(m->cfg);
     kop_metrics_free(m->metrics);
@@ -306,9 +332,38 @@ kop_metrics *kop_manager_metrics(kop_manager *m)
     return m->metrics;
 }
 
+kop_err kop_manager_recorder(kop_manager *m, kop_recorder **out)
+{
+    if (!m || !out)
+        return KOP_EINVAL;
+    kop_err err = KOP_OK;
+    /* Under mu: two reconciles asking first at once make one recorder. */
+    pthread_mutex_lock(&m->mu);
+    if (!m->recorder)
+        err = kop_recorder_new(m->client, m->name, NULL, &m->recorder);
+    *out = m->recorder;
+    pthread_mutex_unlock(&m->mu);
+    return err;
+}
+
 int kop_manager_bound_port(kop_manager *m)
 {
     return m->port;
+}
+
+kop_err kop_manager_webhook_server(kop_manager *m, kop_webhook_server **out, kop_status *st)
+{
+    *out = m->webhook;
+    if (m->webhook || !m->webhook_bind || strcmp(m->webhook_bind, "0") == 0)
+        return KOP_OK; /* made already, or webhooks are off */
+    if (m->running)
+        return KOP_EINVAL;
+    kop_webhook_server_opts wo = {.bind = m->webhook_bind,
+                                  .cert_dir = m->webhook_cert_dir,
+                                  .metrics = m->metrics};
+    kop_err err = kop_webhook_server_new(&wo, &m->webhook, st);
+    *out = m->webhook;
+    return err;
 }
 
 kop_err kop_manager_add_runnable(kop_manager *m, const kop_runnable *r)
@@ -458,6 +513,11 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
         return respond(conn, 200, "text/plain", "ok", 2, MHD_RESPMEM_PERSISTENT);
     /* Not ready while stopping, so traffic moves away before the end. */
     if (strcmp(url, "/readyz") == 0) {
+        /* The webhooks count: the apiserver calls them through the same
+         * Service the kubelet's probe gates. */
+        if (m->webhook && !kop_webhook_server_is_serving(m->webhook))
+            return respond(conn, 503, "text/plain", "webhook server not serving\n", 27,
+                           MHD_RESPMEM_PERSISTENT);
         if (all_synced(m) && !stop_requested(m))
             return respond(conn, 200, "text/plain", "ok", 2, MHD_RESPMEM_PERSISTENT);
         return respond(conn, 503, "text/plain", "caches not synced\n", 18,
@@ -573,6 +633,73 @@ static kop_err start_leader(kop_manager *m, kop_status *st)
 
 /* ---- run ---------------------------------------------------------------- */
 
+/*
+ * check_resource asks discovery about r until it gets an answer. Only an
+ * answer about the resource ends the start: not served (after a grace of
+ * DISCOVERY_GRACE_MS, since a CRD applied just before may be Established a
+ * moment before discovery serves it), or served with another kind or
+ * scope. No answer at all (no connection, TLS refused, 5xx) says nothing
+ * about the resource: it is asked again with backoff, as an informer would
+ * relist, while /healthz answers and /readyz does not.
+ */
+static kop_err check_resource(kop_manager *m, const kop_resource *r, kop_status *st)
+{
+    long grace = 0, backoff_ms = 500;
+    for (;;) {
+        long wait_ms;
+        kop_err err = kop__discovery_check(m->client, r, st);
+        if (err == KOP_OK || err == KOP_EINVAL)
+            return err;
+        if (err == KOP_ENOTFOUND) {
+            if (grace >= DISCOVERY_GRACE_MS)
+                return err;
+            if (grace == 0)
+                kop_log(KOP_LOG_INFO, "waiting for discovery to serve a watched resource",
+                        KOP_LOG_STR("resource", r->resource), KOP_LOG_STR("version", r->version),
+                        KOP_LOG_INT("grace_ms", DISCOVERY_GRACE_MS));
+            wait_ms = 500;
+            grace += wait_ms;
+        } else {
+            kop_log(KOP_LOG_WARN, "discovery failed, retrying", KOP_LOG_STR("resource", r->resource),
+                    KOP_LOG_ERR(err), KOP_LOG_STR("detail", st ? st->message : ""),
+                    KOP_LOG_INT("retry_ms", backoff_ms));
+            wait_ms = backoff_ms;
+            backoff_ms = backoff_ms * 2 > 30000 ? 30000 : backoff_ms * 2;
+        }
+        if (wait_stop(m, wait_ms))
+            return KOP_ECANCELED;
+    }
+}
+
+/*
+ * check_resources checks every watched resource before any cache starts:
+ * a typo in a group, version or plural would otherwise make an informer
+ * retry its list forever, and one in a kind would make owner references
+ * never match their primary, both without a word.
+ */
+static kop_err check_resources(kop_manager *m, kop_status *st)
+{
+    for (int i = 0; i < m->ninformers; i++) {
+        const kop_resource *r = m->informers[i].resource;
+        bool seen = false; /* the same resource in another scope */
+        for (int j = 0; j < i && !seen; j++)
+            seen = m->informers[j].resource == r;
+        if (seen)
+            continue;
+        kop_err err = check_resource(m, r, st);
+        if (err == KOP_ECANCELED)
+            return err;
+        if (err) {
+            kop_log(KOP_LOG_ERROR, "watched resource refused by discovery",
+                    KOP_LOG_STR("group", r->group), KOP_LOG_STR("version", r->version),
+                    KOP_LOG_STR("resource", r->resource), KOP_LOG_STR("kind", r->kind),
+                    KOP_LOG_STR("error", st ? st->message : ""));
+            return err;
+        }
+    }
+    return KOP_OK;
+}
+
 static kop_err start_informers(kop_manager *m, kop_status *st)
 {
     for (int i = 0; i < m->ninformers; i++) {
@@ -622,6 +749,7 @@ static bool shut_down(kop_manager *m)
         kop_leader_stop(m->leader); /* releases the Lease: reconciles are over */
     for (int i = 0; i < m->ninformers; i++)
         kop_informer_stop(m->informers[i].inf);
+    kop_webhook_server_stop(m->webhook); /* after the caches that may convert through it */
     if (m->http) {
         MHD_stop_daemon(m->http);
         m->http = NULL;
@@ -646,6 +774,12 @@ kop_err kop_manager_run(kop_manager *m, kop_status *st)
         waiter = true;
 
     err = start_http(m, st);
+    /* Webhooks before caches: listing a CRD served in two versions may
+     * need this very process's conversion webhook. */
+    if (!err && m->webhook)
+        err = kop_webhook_server_start(m->webhook, st);
+    if (!err)
+        err = check_resources(m, st);
     if (!err)
         err = start_informers(m, st);
     if (!err && m->opts.leader_elect)

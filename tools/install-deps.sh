@@ -3,7 +3,7 @@
 # but only those that are missing, and say what it does. Called by `make`.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev llvm
-      libcurl4-openssl-dev libjansson-dev libfyaml-dev libmicrohttpd-dev libssl-dev
+      libcurl4-openssl-dev libjansson-dev libfyaml-dev libmicrohttpd-dev libgnutls28-dev libssl-dev
       libcmocka-dev valgrind curl ca-certificates openssl chromium)
 # The install tests read the rules, chart and kustomize YAML with Python;
 # e2e_ctfd runs CTFd in a virtual environment (tools/ctfd.sh).

@@ -154,9 +154,12 @@ KOP_API KOP_NODISCARD kop_err kop_controller_new(kop_manager *m, const kop_contr
  * kop_controller_owns watches child objects: a change to one enqueues the
  * primary object named by its controller ownerReference, if that reference
  * is of the primary kind. The child resource's strings must outlive the
- * manager.
+ * manager. *cache_out, when cache_out is not NULL, receives the children's
+ * shared informer (borrowed, owned by the manager): the cache a reconcile
+ * reads them from, e.g. kop_child_req.cache (kop/ctrlutil.h).
  */
-KOP_API KOP_NODISCARD kop_err kop_controller_owns(kop_controller *c, const kop_resource *child);
+KOP_API KOP_NODISCARD kop_err kop_controller_owns(kop_controller *c, const kop_resource *child,
+                                                  kop_informer **cache_out);
 
 /*
  * kop_map_fn maps a watched object to the keys to reconcile: it calls

@@ -22,5 +22,7 @@
 #include "kop/meta.h"
 #include "kop/log.h"
 #include "kop/events.h"
+#include "kop/webhook.h"
+#include "kop/ctrlutil.h"
 
 #endif /* KOP_KOP_H */

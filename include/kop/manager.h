@@ -7,11 +7,20 @@
  * (/metrics, /healthz, /readyz), and optionally leader election.
  * kop_manager_run is the operator's main loop:
  *
- *   1. serve /metrics, /healthz, /readyz (ready once every cache synced);
- *   2. start the informers and wait until each has listed;
- *   3. with --leader-elect, wait to hold the Lease;
- *   4. start every controller's workers;
- *   5. on SIGTERM or SIGINT (or kop_manager_stop): stop taking work, let
+ *   1. serve /metrics, /healthz, /readyz (ready once every cache synced
+ *      and the webhook server, if any, serves), and the webhooks;
+ *   2. check every watched resource through discovery: a group version,
+ *      plural or kind the apiserver does not serve stops the start with an
+ *      error naming all four ("no resource websites in
+ *      demo.example.com/v1: is the CRD installed?"), rather than a cache
+ *      that retries forever or owner references that never match (a
+ *      resource not served yet is asked for again for up to 10 s, for a
+ *      CRD applied just before; an apiserver that does not answer is
+ *      asked again with backoff until it does, or until stopped);
+ *   3. start the informers and wait until each has listed;
+ *   4. with --leader-elect, wait to hold the Lease;
+ *   5. start every controller's workers;
+ *   6. on SIGTERM or SIGINT (or kop_manager_stop): stop taking work, let
  *      reconciles in flight finish (up to the shutdown deadline), stop the
  *      informers, release the Lease.
  *
@@ -29,6 +38,7 @@
 #include "kop/common.h"
 #include "kop/config.h"
 #include "kop/err.h"
+#include "kop/events.h"
 #include "kop/informer.h"
 #include "kop/metrics.h"
 
@@ -46,12 +56,15 @@ typedef struct kop_manager_opts {
     long shutdown_timeout_ms;       /* reconciles in flight may finish; default 30 s */
     double client_qps;              /* client-side rate limit; 0: none */
     int client_burst;
+    const char *webhook_bind;       /* webhook server (kop/webhook.h); NULL or "0": off */
+    const char *webhook_cert_dir;   /* its tls.crt and tls.key; default as controller-runtime's */
 } kop_manager_opts;
 
 /*
  * kop_manager_parse_flag consumes the common flags every libkop operator
  * takes, at argv[*i]: --kubeconfig PATH, --metrics-bind ADDR,
- * --leader-elect[=true|false], --log-format text|json, -v N (also --v=N).
+ * --leader-elect[=true|false], --log-format text|json, -v N (also --v=N),
+ * --webhook-bind ADDR, --webhook-cert-dir DIR.
  * Returns 1 and advances *i past the flag when it was one of them, 0 when
  * it was not (the operator parses it), -1 with a message in st when its
  * value is wrong. The log settings are applied at once.
@@ -79,7 +92,8 @@ KOP_API void kop_manager_free(kop_manager *m);
  * clean shutdown, KOP_ESHUTDOWN when the Lease was lost, KOP_ETIMEOUT when
  * reconciles outlived shutdown_timeout_ms (they are abandoned: exit the
  * process; kop_manager_free then frees nothing), or the error that
- * prevented start-up (st says which).
+ * prevented start-up (st says which): KOP_ENOTFOUND for a resource
+ * discovery does not know, KOP_EINVAL for a kind that disagrees with it.
  */
 KOP_API KOP_NODISCARD kop_err kop_manager_run(kop_manager *m, kop_status *st);
 
@@ -104,6 +118,16 @@ KOP_API kop_metrics *kop_manager_metrics(kop_manager *m);
 KOP_API KOP_NODISCARD kop_err kop_manager_informer(kop_manager *m, const kop_resource *r,
                                                    const char *ns, const char *label_selector,
                                                    kop_informer **out);
+
+/*
+ * kop_manager_recorder returns the manager's event recorder (kop/events.h),
+ * borrowed: made on first ask (any thread, before or during run), with the
+ * manager's name as the reporting component, and freed by
+ * kop_manager_free after every controller has stopped and before the
+ * client, so a reconcile may record events without owning anything.
+ * KOP_EINVAL without m or out, or what kop_recorder_new returns.
+ */
+KOP_API KOP_NODISCARD kop_err kop_manager_recorder(kop_manager *m, kop_recorder **out);
 
 /* kop_manager_is_leader tells whether this manager may reconcile now. */
 KOP_API bool kop_manager_is_leader(kop_manager *m);

@@ -168,6 +168,7 @@ int main(int argc, char **argv)
     kop_manager_free(op.mgr);
     ctf_admission_free(op.admission);
     ctf_applied_free(op.applied);
+    ctf_rollout_free(op.rollout);
     ctf_pool_free(op.pool);
     return err ? 1 : 0;
 }

@@ -20,11 +20,14 @@ use what earlier ones left: tokens rotated, writes spent, every answer seen):
   renew.py       POST .../renew and PUT with expiresAt
   streams.py     the event streams per team and as tokens change
   flag_check.py  POST .../flag, the admin's flag check
+  admin.py       the admin routes (stream, bulk stops, stop, extend; 403 for
+                 team tokens), flag attribution and stop on solve
 and, below, what the whole run answered: no flag or token in it, and the
 request metric counting every status it provoked.
 
 Standard library only. Env: API (base URL), METRICS (base URL), ADMIN_TOKEN,
 TEAM_TOKENS (JSON: team -> token), ROTATE_TOKENS (two spare tokens), FLAG,
+FLAG_KEY (the dynamic flags' HMAC key),
 KUBECTL, KUBECONFIG, SRC, PASSED (checks the shell passed before),
 PASSED_FILE (where to write the total).
 """
@@ -32,7 +35,7 @@ import os
 import sys
 import urllib.request
 
-from ctf_api import auth, challenges, common, flag_check, instances, openapi, renew, streams
+from ctf_api import admin, auth, challenges, common, flag_check, instances, openapi, renew, streams
 from ctf_api.common import (ADMIN, CODES_SEEN, FLAG, METRICS, ROTATE, SEEN, TEAMS, Fail, check, log,
                             ok)
 
@@ -75,6 +78,10 @@ SCENARIOS = [
     streams.test_stream_authorization,
     streams.test_stream_revoked_while_opening,
     flag_check.test_flag_check,
+    admin.test_participant_refused,
+    admin.test_flag_attribution,
+    admin.test_admin_stream_and_bulk_stops,
+    admin.test_stop_on_solve,
     test_no_leaks,
     test_metrics,
 ]

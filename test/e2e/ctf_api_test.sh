@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ctf_api_test.sh - the CTF operator's instance API (docs/api.md) end to end
 # on a real devcluster. This script sets up the cluster (CRDs, namespaces,
-# the token Secrets, five ChallengeDefinitions: one with a static flag, one
-# whose image cannot be pulled) and runs the operator with its API on a free
+# the token Secrets, seven ChallengeDefinitions: one with a static flag, one
+# whose image cannot be pulled, two with a dynamic flag, one of them stopped
+# on solve) and runs the operator with its API on a free
 # port; ctf_api_test.py (its scenarios in ctf_api/, one module per route
 # group) then drives
 # every route and every error code, checking each answer against
@@ -14,7 +15,11 @@
 #     RenewLimitReached, InstanceStopping; 429 over the write burst; renewals
 #     (also concurrent ones) move the expiry as documented; state Error;
 #   - the event stream: snapshot, heartbeats, states in order, 9th stream 429;
-#   - ctf_api_requests_total; no token and no flag in any answer.
+#   - ctf_api_requests_total; no token and no flag in any answer;
+#   - the admin console's routes (403 for team tokens, the admin stream, bulk
+#     stops of a team's and a challenge's instances, admin stop and extend,
+#     each an Event), flag attribution (sharedFrom, ctf_flag_shared_total,
+#     the Event; never for a static flag or a random one) and stop on solve.
 # Finally no token and no flag may appear in the operator's log.
 # Not tested: 503 (unsynced caches, a failing apiserver) is not deterministic.
 #
@@ -48,6 +53,8 @@ k create namespace kopc-system >/dev/null
 ctf_token_secrets team-a team-b team-c team-d team-e team-g
 ROTATE_TOKENS="$(openssl rand -hex 24) $(openssl rand -hex 24)"
 FLAG="flag{api_$(openssl rand -hex 12)}"
+FLAG_KEY=$(openssl rand -hex 16)
+k -n ctf create secret generic flag-key --from-literal=key="$FLAG_KEY" >/dev/null
 
 k apply -f - >/dev/null <<EOF
 apiVersion: ctf.kopc.io/v1alpha1
@@ -134,8 +141,45 @@ spec:
         image: registry.example/kwok-image-pull-fails:1
         ports: [{containerPort: 80}]
   expose: [{name: http, pod: app, port: 80, type: HTTP}]
+---
+apiVersion: ctf.kopc.io/v1alpha1
+kind: ChallengeDefinition
+metadata: {name: dyn, namespace: ctf}
+spec:
+  title: Per Team
+  category: crypto
+  description: Each team gets its own answer.
+  points: 200
+  pods:
+  - name: app
+    template:
+      containers:
+      - name: app
+        image: registry.example/ctf/dyn:1
+        ports: [{containerPort: 80}]
+  expose: [{name: http, pod: app, port: 80, type: HTTP}]
+  flag: {dynamic: {secretRef: {name: flag-key}}}
+---
+apiVersion: ctf.kopc.io/v1alpha1
+kind: ChallengeDefinition
+metadata: {name: solve, namespace: ctf}
+spec:
+  title: Solve Once
+  category: misc
+  description: Stops when solved.
+  points: 150
+  pods:
+  - name: app
+    template:
+      containers:
+      - name: app
+        image: registry.example/ctf/solve:1
+        ports: [{containerPort: 80}]
+  expose: [{name: http, pod: app, port: 80, type: HTTP}]
+  flag: {dynamic: {secretRef: {name: flag-key}, prefix: "CTF{"}}
+  stopOnSolve: true
 EOF
-ok "devcluster with the CRDs, the token Secrets and five definitions (one with a static flag, one broken)"
+ok "devcluster with the CRDs, the token Secrets and seven definitions (one with a static flag, one broken, two dynamic, one stopped on solve)"
 
 log "the operator with its API"
 API_PORT=$(free_port)
@@ -153,7 +197,7 @@ wait_for 60 "the API's caches to sync" synced
 ok "the operator serves the API and its OpenAPI document"
 
 echo "$passed" >"$WORK/passed"
-export API METRICS="http://127.0.0.1:$METRICS_PORT" ADMIN_TOKEN TEAM_TOKENS ROTATE_TOKENS FLAG KUBECTL SRC \
+export API METRICS="http://127.0.0.1:$METRICS_PORT" ADMIN_TOKEN TEAM_TOKENS ROTATE_TOKENS FLAG FLAG_KEY KUBECTL SRC \
     KUBECONFIG=$DIR/kubeconfig PASSED=$passed PASSED_FILE=$WORK/passed
 python3 "$SRC/test/e2e/ctf_api_test.py" || fail "ctf_api_test.py"
 passed=$(cat "$WORK/passed")
@@ -161,6 +205,7 @@ passed=$(cat "$WORK/passed")
 log "the operator's log"
 kill -0 "$op_pid" 2>/dev/null || fail "the operator died"
 grep -qF "$FLAG" "$WORK/op.log" && fail "the flag appears in the operator's log"
+grep -qF "$FLAG_KEY" "$WORK/op.log" && fail "the flag key appears in the operator's log"
 for tok in "$ADMIN_TOKEN" "${TOKENS[@]}" $ROTATE_TOKENS; do
     grep -qF "$tok" "$WORK/op.log" && fail "a token appears in the operator's log"
 done

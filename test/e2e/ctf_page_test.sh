@@ -5,9 +5,11 @@
 # waits 15 s before it listens) and run with an endpoint, follows that
 # endpoint to the running challenge and reads its flag behind the path
 # robots.txt names, reloads, extends, rides out a restart of the operator
-# (the page reconnects and takes the state from the new snapshot), stops it
-# and signs out. test/e2e/page/page_test.mjs drives the browser; it asks
-# this script to stop and start the operator through files in $WORK/control.
+# (the page reconnects and takes the state from the new snapshot), sees a new
+# version of the challenge replace its instance (the notice on its card),
+# stops it and signs out. test/e2e/page/page_test.mjs drives the browser; it asks
+# this script to stop and start the operator, and to push the new version,
+# through files in $WORK/control.
 # Screenshots of every step go to $KOP_ARTIFACTS (default
 # build/test-artifacts/page).
 #
@@ -129,12 +131,17 @@ while kill -0 "$node_pid" 2>/dev/null; do
         rm -f "$CONTROL/start"
         start_operator
         touch "$CONTROL/started"
+    elif [ -f "$CONTROL/update" ]; then # a new version, replacing the running instance
+        rm -f "$CONTROL/update"
+        kc patch chaldef web --type json -p '[{"op":"add","path":"/spec/update","value":{"strategy":"Recreate"}},
+            {"op":"add","path":"/spec/pods/0/template/containers/0/env","value":[{"name":"VERSION","value":"2"}]}]' >/dev/null
+        touch "$CONTROL/updated"
     fi
     sleep 0.2
 done
 wait "$node_pid" || { node_pid=; fail "the page test failed (screenshots in $ARTIFACTS)"; }
 node_pid=
-ok "the page: sign in, create, starting, running, the challenge through its endpoint, reload, extend, reconnect, phone, stop, sign out, admin"
+ok "the page: sign in, create, starting, running, the challenge through its endpoint, reload, extend, reconnect, update, phone, stop, sign out, admin"
 grep -qF -e "$TOKEN" -e "$ADMIN_TOKEN" "$WORK/op.log" && fail "a token appears in the operator's log"
 ok "the tokens the page used appear nowhere in the operator's log"
 

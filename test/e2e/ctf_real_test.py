@@ -288,6 +288,8 @@ def scenario_lifecycle():
     check("flag{n3w_r0b0ts}" not in secret_bytes_everywhere(), "the new flag leaked")
     ok("the new flag leaks nowhere either")
 
+    scenario_rolling_update(w, url, "flag{n3w_r0b0ts}")
+
     log("renew, expire, delete: nothing left")
     before = instance("team-a", "nc")
     code, after = api("POST", "/api/v1/teams/team-a/instances/nc/renew", TEAM_TOKENS["team-a"])
@@ -356,6 +358,90 @@ def scenario_lifecycle():
     flag_of(greeting_soon(endpoint(s)))
     ok("an instance whose program listens only after 20 s is reported Running only once it answers")
     stop("team-c", "slow")
+
+
+class EventStream:
+    """A team's event stream (GET /api/v1/teams/T/events) read in the
+    background: text holds everything received so far."""
+
+    def __init__(self, team):
+        import threading
+        self.text = ""
+        req = urllib.request.Request(API + f"/api/v1/teams/{team}/events",
+                                     headers={"Authorization": f"Bearer {TEAM_TOKENS[team]}"})
+        self.resp = urllib.request.urlopen(req, timeout=600)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        try:
+            for line in self.resp:
+                self.text += line.decode(errors="replace")
+        except OSError:
+            pass
+
+    def close(self):
+        try:
+            self.resp.close()
+        except OSError:
+            pass
+
+
+# A new version must answer within this bound once the definition changed
+# (docs/ctf-resources.md: Rolling replaces one instance's pod next to the
+# old one, then moves on; the measured time is printed).
+UPDATE_BOUND_S = 180
+
+
+def scenario_rolling_update(w, url, flag):
+    """A fixed version of the web challenge pushed with spec.update Rolling:
+    the running instance of team-a answers the new version (robots.txt names
+    /v2flag, behind which the same flag is served) within UPDATE_BOUND_S,
+    on the same endpoint, with the same expiry, after a new pod replaced the
+    old one; the team's event stream told it "updated to the new version"."""
+    log("a new version of the web challenge, Rolling")
+    ns = namespace_of(w)
+    pod_before = pod_of(ns)["metadata"]["uid"]
+    before = instance("team-a", "web")
+    stream = EventStream("team-a")
+    wait(30, "the stream's snapshot", lambda: "event: snapshot" in stream.text)
+
+    def v2(d):
+        d["update"] = {"strategy": "Rolling", "maxUnavailable": 1}
+        c = d["pods"][0]["template"]["containers"][0]
+        c["env"] = [e for e in c.get("env", []) if e.get("name") != "FLAG_PATH"] + \
+            [{"name": "FLAG_PATH", "value": "/v2flag"}]
+    t0 = time.monotonic()
+    edit_definition("web", v2)
+
+    def answers_v2():
+        got = _try_http(url + "/robots.txt")
+        if not got or got[0] != 200 or "Disallow: /v2flag" not in got[1]:
+            return False
+        status, body = http_get(url + "/v2flag")
+        return status == 200 and body.strip() == flag
+    wait(UPDATE_BOUND_S, "the endpoint to answer version 2", answers_v2, every=0.5)
+    took = time.monotonic() - t0
+    ok(f"team-a's endpoint {url} answers version 2 (robots.txt names /v2flag, the flag behind it) "
+       f"{took:.1f} s after the change (bound {UPDATE_BOUND_S} s)")
+    after = wait(120, "the instance Running with the update's notice",
+                 lambda: (lambda i: i if i and i["status"] == "Running" and
+                          (i["message"] or "").startswith("updated to the new version") else None)(
+                     instance("team-a", "web")))
+    check(after["endpoints"] == before["endpoints"], f"endpoints {before['endpoints']} -> {after['endpoints']}")
+    check(after["expiresAt"] == before["expiresAt"], f"expiry {before['expiresAt']} -> {after['expiresAt']}")
+    check(pod_of(ns)["metadata"]["uid"] != pod_before, "the pod was not replaced")
+    ok(f"same endpoint, same expiry ({after['expiresAt']}), same flag, a new pod; the API says "
+       f"{after['message']!r}")
+    wait(30, "the notice in the team's event stream", lambda: "updated to the new version" in stream.text)
+    stream.close()
+    chal = kjson("-n", "ctf", "get", "challenges.ctf.kopc.io")["items"]
+    gen = kjson("-n", "ctf", "get", "chaldef")["items"]
+    web_gen = [d["metadata"]["generation"] for d in gen if d["metadata"]["name"] == "web"][0]
+    mine = [c for c in chal if c["metadata"]["name"] == after["name"]][0]
+    check(mine["status"].get("definitionGeneration") == web_gen,
+          f"status.definitionGeneration {mine['status'].get('definitionGeneration')}, definition at {web_gen}")
+    ok(f"the team's event stream said so; status.definitionGeneration is {web_gen}")
 
 
 def reach(ns, pod, host, port, secs=3):

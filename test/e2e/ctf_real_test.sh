@@ -12,6 +12,10 @@
 #   - the flag is in the container's env and file only, never in a
 #     Challenge, an Event, the operator's log or its metrics; a changed flag
 #     reaches the running instance;
+#   - a new version of the web challenge pushed with spec.update Rolling: the
+#     running instance answers version 2 within a stated bound, on the same
+#     endpoint, with the same flag and expiry, a new pod, the notice in the
+#     team's event stream (issue 30);
 #   - renew moves the expiry; at expiry, and after DELETE, nothing is left
 #     (namespace, pods, Services, node ports);
 #   - an image the registry lacks is Error/ImagePullFailed naming the image,

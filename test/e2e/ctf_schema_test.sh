@@ -230,6 +230,37 @@ spec:
   pods: [{name: app, template: {containers: [{name: app, image: registry.example/x:1}]}}]
   pool: {min: -1, max: 1001}
 YAML
+refused "update strategy 'BlueGreen'" "spec.update.strategy" <<'YAML'
+apiVersion: ctf.kopc.io/v1alpha1
+kind: ChallengeDefinition
+metadata: {name: bad-update, namespace: ctf}
+spec:
+  title: t
+  pods: [{name: app, template: {containers: [{name: app, image: registry.example/x:1}]}}]
+  update: {strategy: BlueGreen}
+YAML
+refused "update maxUnavailable without Rolling" "spec.update.maxUnavailable" \
+    "update.maxUnavailable is for the Rolling strategy only" <<'YAML'
+apiVersion: ctf.kopc.io/v1alpha1
+kind: ChallengeDefinition
+metadata: {name: bad-update-next, namespace: ctf}
+spec:
+  title: t
+  pods: [{name: app, template: {containers: [{name: app, image: registry.example/x:1}]}}]
+  update: {strategy: OnNextStart, maxUnavailable: 2}
+YAML
+for bad in 0 "'0%'" "'101%'" "'5'" 10001; do
+    refused "update maxUnavailable $bad" "spec.update.maxUnavailable" \
+        "maxUnavailable must be a count from 1 to 10000 or a percentage from 1% to 100%" <<YAML
+apiVersion: ctf.kopc.io/v1alpha1
+kind: ChallengeDefinition
+metadata: {name: bad-update-count, namespace: ctf}
+spec:
+  title: t
+  pods: [{name: app, template: {containers: [{name: app, image: registry.example/x:1}]}}]
+  update: {strategy: Rolling, maxUnavailable: $bad}
+YAML
+done
 refused "an unknown field (strict field validation)" 'unknown field "spec.colour"' <<'YAML'
 apiVersion: ctf.kopc.io/v1alpha1
 kind: ChallengeDefinition
@@ -276,6 +307,13 @@ YAML
 got=$(jp -n ctf chaldef minimal-dynamic -o jsonpath='{.spec.flag.dynamic.secretRef.key}|{.spec.flag.dynamic.prefix}|{.spec.flag.dynamic.suffix}|{.spec.pods[0].template.containers[0].stdin}')
 [ "$got" = "key|flag{|}|true" ] || fail "dynamic flag defaults or template fields lost: $got"
 ok "defaults are applied (lifetime 30m/2h/30m, replicas 1, type TCP, egress None, ...); template fields are kept"
+k patch -n ctf chaldef minimal --type merge -p '{"spec":{"update":{}}}' >/dev/null || fail "an empty update was refused"
+[ "$(jp -n ctf chaldef minimal -o jsonpath='{.spec.update.strategy}')" = OnNextStart ] || fail "update.strategy not defaulted"
+k patch -n ctf chaldef minimal --type merge -p '{"spec":{"update":{"strategy":"Rolling","maxUnavailable":"10%"}}}' >/dev/null ||
+    fail "Rolling with maxUnavailable 10% was refused"
+k patch -n ctf chaldef minimal --type merge -p '{"spec":{"update":{"strategy":"Rolling","maxUnavailable":3}}}' >/dev/null ||
+    fail "Rolling with maxUnavailable 3 was refused"
+ok "update: strategy defaults to OnNextStart; Rolling takes maxUnavailable 10% or 3"
 
 log "status subresource"
 k patch -n ctf chal web-team-a --subresource=status --type merge -p '{"status":{"currentStatus":"Running","namespace":"ctf-web-0123abcd","observedGeneration":2,"startedAt":"2030-01-01T00:00:05Z","expiresAt":"2030-01-01T01:00:00Z","endpoints":[{"name":"http","type":"HTTP","address":"http://http-ctf-web-0123abcd.ctf.example"}],"conditions":[{"type":"Ready","status":"True","reason":"PodsReady","message":"","lastTransitionTime":"2030-01-01T00:00:05Z","observedGeneration":2}]}}' >/dev/null ||
@@ -294,7 +332,7 @@ grep -qE '^web-team-a +Running +team-a +web +http://http-ctf-web-0123abcd\.ctf\.
     fail "kubectl get chal row: $out"
 out=$(k get chaldef -n ctf 2>&1)
 read -r -a header <<<"$(head -1 <<<"$out")"
-[ "${header[*]}" = "NAME TITLE CATEGORY POINTS POOL READY CLAIMED AGE" ] || fail "kubectl get chaldef columns: $out"
+[ "${header[*]}" = "NAME TITLE CATEGORY POINTS POOL READY CLAIMED CURRENT UPDATING BEHIND AGE" ] || fail "kubectl get chaldef columns: $out"
 grep -qE '^web +Robots Know +web +100 ' <<<"$out" || fail "kubectl get chaldef row: $out"
 out=$(k get ctf -n ctf -o name 2>&1)
 for o in challengedefinition.ctf.kopc.io/web challengedefinition.ctf.kopc.io/twopod challenge.ctf.kopc.io/web-team-a; do

@@ -57,7 +57,11 @@ static void route(const char *s)
     FUZZ_CHECK(r.name && r.allow);
     FUZZ_CHECK(!r.team[0] || kop_meta_is_valid_dns1123_label(r.team));
     FUZZ_CHECK(!r.challenge[0] || kop_meta_is_valid_dns1123_subdomain(r.challenge));
-    FUZZ_CHECK(ctf_route_allows(&r, "GET") || ctf_route_allows(&r, "POST"));
+    FUZZ_CHECK(ctf_route_allows(&r, "GET") || ctf_route_allows(&r, "POST") ||
+               ctf_route_allows(&r, "DELETE"));
+    /* An admin route that names a team names it as a team route does: a valid label. */
+    FUZZ_CHECK(!ctf_route_is_admin(r.kind) || r.kind == CTF_ROUTE_ADMIN_INSTANCES ||
+               r.kind == CTF_ROUTE_ADMIN_EVENTS || r.team[0] || r.challenge[0]);
 }
 
 static void body(const char *s, size_t n)
@@ -148,7 +152,9 @@ static bool listed(const char *allow, const char *m)
 static void method(const char *m)
 {
     static const char *const paths[] = {"/api/v1/challenges", "/api/v1/teams/a/instances/web",
-                                        "/api/v1/teams/a/instances/web/renew"};
+                                        "/api/v1/teams/a/instances/web/renew",
+                                        "/api/v1/admin/teams/a/instances",
+                                        "/api/v1/admin/challenges/web/instances"};
     for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
         ctf_route r;
         FUZZ_CHECK(ctf_route_parse(paths[i], &r, NULL) == KOP_OK);

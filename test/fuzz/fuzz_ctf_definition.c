@@ -1,6 +1,7 @@
 /*
  * fuzz_ctf_definition.c - libFuzzer target for the CTF operator's
- * definition checks and instance builder (operators/ctf/core/definition.h, instance.h, pool.h).
+ * definition checks and instance builder (operators/ctf/core/definition.h, instance.h, pool.h,
+ * update.h).
  *
  * The input is a ChallengeDefinition's spec as JSON (at most MAX_INPUT
  * bytes). It is wrapped into a definition "d" in namespace "ctf" and
@@ -33,6 +34,7 @@
 
 #include "core/instance.h"
 #include "core/pool.h"
+#include "core/update.h"
 
 #define MAX_INPUT (64 * 1024)
 #define FLAG      "CTF{Fuzz_7Qx!}"
@@ -107,6 +109,35 @@ static void check_pool(const ctf_config *cfg, const json_t *def, const json_t *c
     }
     json_decref(warm);
     json_decref(claimed);
+}
+
+/*
+ * check_update: a valid definition's spec.update parses; a Rolling budget
+ * is at least 1 and never above the instances (a percentage) or the count;
+ * its version is CTF_VERSION_LEN hex digits that a change of the title
+ * does not move.
+ */
+static void check_update(const json_t *def, size_t size)
+{
+    ctf_update_spec u;
+    kop_status st;
+    char v[CTF_VERSION_LEN + 1], w[CTF_VERSION_LEN + 1];
+    int total = (int)(size % 3000);
+    FUZZ_CHECK(ctf_update_parse(def, &u, &st) == KOP_OK);
+    int b = ctf_update_budget(&u, total);
+    if (u.strategy == CTF_UPDATE_ROLLING)
+        FUZZ_CHECK(b >= 1 && b <= (u.percent ? (total > 1 ? total : 1) : u.max_unavailable));
+    else
+        FUZZ_CHECK(u.strategy == CTF_UPDATE_RECREATE ? b >= 1 : b == 0);
+    FUZZ_CHECK(ctf_update_pool_budget(&u, total) >= 1);
+    FUZZ_CHECK(ctf_update_version(def, v) == KOP_OK && strlen(v) == CTF_VERSION_LEN &&
+               strspn(v, "0123456789abcdef") == CTF_VERSION_LEN);
+    json_t *other = json_deep_copy(def);
+    if (!other)
+        return;
+    json_object_set_new(json_object_get(other, "spec"), "title", json_string("another title"));
+    FUZZ_CHECK(ctf_update_version(other, w) == KOP_OK && strcmp(v, w) == 0);
+    json_decref(other);
 }
 
 /* check_container checks one hardened container of a Deployment's pod template. */
@@ -286,6 +317,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_decref(children);
     (void)ctf_flag_secret_ref(def, NULL, NULL);
     check_pool(&cfg, def, challenge, flag, size);
+    check_update(def, size);
 
 out:
     json_decref(challenge);

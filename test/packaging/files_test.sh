@@ -59,5 +59,11 @@ check "config/manager image" "$(sed -n 's#^ *image: ghcr.io/kopc/ctf-operator:\(
 check "Makefile IMAGE" "$(sed -n 's#^IMAGE *?= *ghcr.io/kopc/ctf-operator:##p' Makefile)"
 check "CHANGELOG.md's first section" "$(grep -m1 '^## ' CHANGELOG.md | grep -o '[0-9][0-9.]*[0-9]' | head -1)"
 ok "version $v in CMake, the headers, the chart, the kustomize image, the Makefile and CHANGELOG.md"
+# What the docs tell users to write: find_package(kop MAJOR.MINOR) of this version
+# (the package's version file accepts the same minor version only).
+mm=${v%.*}
+stale=$(grep -rnoE 'find_package\(kop [0-9][0-9.]*' docs cmake examples README.md | grep -v "find_package(kop $mm\$" || true)
+[ -z "$stale" ] || fail "docs name another version than $mm: $stale"
+ok "docs say find_package(kop $mm)"
 
 echo "$passed passed, 0 failed"

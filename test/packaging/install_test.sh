@@ -55,7 +55,8 @@ ok "the shared library exports $nsyms kop_ functions and nothing else"
 # The example's source, alone in a directory of its own: nothing of the
 # source tree is on any include path.
 mkdir -p "$WORK/ft"
-cp "$SRC/examples/flightticket/main.c" "$WORK/ft/main.c"
+cp "$SRC/examples/flightticket/main.c" "$SRC/examples/flightticket/webhook.c" \
+    "$SRC/examples/flightticket/webhook.h" "$WORK/ft/"
 
 # run_example BINARY: it starts, prints libkop's usage, and fails as libkop
 # does on a kubeconfig that does not exist.
@@ -73,29 +74,35 @@ export PKG_CONFIG_PATH=$lib/pkgconfig
 cflags=$(pkg-config --cflags kop)
 [[ $cflags == *"-I$PREFIX/include"* ]] || fail "pkg-config --cflags kop: $cflags"
 # shellcheck disable=SC2046
-cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$WORK/ft/ft-pkgconfig" "$WORK/ft/main.c" \
+cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$WORK/ft/ft-pkgconfig" "$WORK/ft/main.c" "$WORK/ft/webhook.c" \
     $(pkg-config --cflags --libs kop) 2>"$WORK/cc.log" || { cat "$WORK/cc.log"; fail "cc with pkg-config"; }
 readelf -d "$WORK/ft/ft-pkgconfig" | grep -q "NEEDED.*\[libkop.so.$major\]" || fail "ft-pkgconfig does not need libkop.so.$major"
 LD_LIBRARY_PATH=$lib run_example "$WORK/ft/ft-pkgconfig"
+# Under a prefix the loader does not search (docs/install.md): the run path
+# recorded at link time is enough, with no LD_LIBRARY_PATH.
+# shellcheck disable=SC2046
+cc -std=c11 -D_GNU_SOURCE -o "$WORK/ft/ft-rpath" "$WORK/ft/main.c" "$WORK/ft/webhook.c" $(pkg-config --cflags --libs kop) \
+    -Wl,-rpath,"$(pkg-config --variable=libdir kop)" 2>"$WORK/cc.log" || { cat "$WORK/cc.log"; fail "cc with an rpath"; }
+(unset LD_LIBRARY_PATH; run_example "$WORK/ft/ft-rpath") || exit 1
 # libkop linked statically, its dependencies (kop.pc's Requires.private)
 # shared, as kop.pc's comment says.
 # shellcheck disable=SC2046
-cc -std=c11 -D_GNU_SOURCE -o "$WORK/ft/ft-pkgconfig-static" "$WORK/ft/main.c" $(pkg-config --cflags kop) \
+cc -std=c11 -D_GNU_SOURCE -o "$WORK/ft/ft-pkgconfig-static" "$WORK/ft/main.c" "$WORK/ft/webhook.c" $(pkg-config --cflags kop) \
     -L"$lib" -Wl,-Bstatic -lkop -Wl,-Bdynamic \
     $(pkg-config --libs jansson $(pkg-config --print-requires-private kop)) -pthread \
     2>"$WORK/cc.log" || { cat "$WORK/cc.log"; fail "cc with pkg-config --static"; }
 readelf -d "$WORK/ft/ft-pkgconfig-static" | grep -q 'NEEDED.*libkop' && fail "ft-pkgconfig-static needs libkop.so"
 run_example "$WORK/ft/ft-pkgconfig-static"
-ok "FlightTicket builds out of tree with pkg-config (shared and static) and runs"
+ok "FlightTicket builds out of tree with pkg-config (shared, shared with an rpath, static) and runs"
 
 log "CMake find_package(kop)"
 cat >"$WORK/ft/CMakeLists.txt" <<'CM'
 cmake_minimum_required(VERSION 3.22)
 project(flightticket-outside LANGUAGES C)
 find_package(kop 0.2 REQUIRED)
-add_executable(ft-cmake main.c)
+add_executable(ft-cmake main.c webhook.c)
 target_link_libraries(ft-cmake PRIVATE kop::kop)
-add_executable(ft-cmake-static main.c)
+add_executable(ft-cmake-static main.c webhook.c)
 target_link_libraries(ft-cmake-static PRIVATE kop::kop_static)
 set_target_properties(ft-cmake ft-cmake-static PROPERTIES C_STANDARD 11 C_EXTENSIONS ON)
 CM

@@ -38,6 +38,29 @@ static const struct {
     {"/api/v1/teams/team-a/instances/web/renew", KOP_OK, CTF_ROUTE_RENEW, "team-a", "web", ""},
     {"/api/v1/teams/team-a/events", KOP_OK, CTF_ROUTE_EVENTS, "team-a", "", ""},
     {"/api/v1/teams/team-a/instances/web/flag", KOP_OK, CTF_ROUTE_FLAG, "team-a", "web", ""},
+    /* The admin console's routes. */
+    {"/api/v1/admin/instances", KOP_OK, CTF_ROUTE_ADMIN_INSTANCES, "", "", ""},
+    {"/api/v1/admin/events", KOP_OK, CTF_ROUTE_ADMIN_EVENTS, "", "", ""},
+    {"/api/v1/admin/teams/team-a/instances", KOP_OK, CTF_ROUTE_ADMIN_STOP_TEAM, "team-a", "", ""},
+    {"/api/v1/admin/teams/team-a/instances/web", KOP_OK, CTF_ROUTE_ADMIN_STOP, "team-a", "web", ""},
+    {"/api/v1/admin/teams/team-a/instances/web/renew", KOP_OK, CTF_ROUTE_ADMIN_RENEW, "team-a",
+     "web", ""},
+    {"/api/v1/admin/challenges/web.v2/instances", KOP_OK, CTF_ROUTE_ADMIN_STOP_CHALLENGE, "",
+     "web.v2", ""},
+    {"/api/v1/admin", KOP_ENOTFOUND, 0, "", "", ""},
+    {"/api/v1/admin/", KOP_ENOTFOUND, 0, "", "", ""},
+    {"/api/v1/admin/instances/x", KOP_ENOTFOUND, 0, "", "", ""},
+    {"/api/v1/admin/events/", KOP_ENOTFOUND, 0, "", "", ""},
+    {"/api/v1/admin/teams/team-a", KOP_ENOTFOUND, 0, "", "", ""},
+    {"/api/v1/admin/teams/team-a/events", KOP_ENOTFOUND, 0, "", "", ""},
+    {"/api/v1/admin/teams/team-a/instances/web/flag", KOP_ENOTFOUND, 0, "", "", ""},
+    {"/api/v1/admin/teams/team-a/instances/web/renew/x", KOP_ENOTFOUND, 0, "", "", ""},
+    {"/api/v1/admin/challenges/web", KOP_ENOTFOUND, 0, "", "", ""},
+    {"/api/v1/admin/challenges/web/instances/x", KOP_ENOTFOUND, 0, "", "", ""},
+    {"/api/v1/admin/challenges/WEB/instances", KOP_EINVAL, 0, "", "", ""},
+    {"/api/v1/admin/challenges/%2e%2e/instances", KOP_EINVAL, 0, "", "", ""},
+    {"/api/v1/admin/teams/Team_A/instances", KOP_EINVAL, 0, "", "", ""},
+    {"/api/v1/admin/teams/team-a/instances/..", KOP_EINVAL, 0, "", "", ""},
     /* Not routes. */
     {"", KOP_ENOTFOUND, 0, "", "", ""},
     {"api/v1/whoami", KOP_ENOTFOUND, 0, "", "", ""},
@@ -121,6 +144,26 @@ static void test_route_allows(void **state)
     assert_false(ctf_route_allows(&r, "PUT"));
     assert_int_equal(ctf_route_parse("/api/v1/challenges", &r, NULL), KOP_OK);
     assert_false(ctf_route_allows(&r, "PUT"));
+    assert_false(ctf_route_is_admin(r.kind));
+    /* The admin routes: bulk and single stops take DELETE alone, extend POST, reads GET. */
+    assert_int_equal(ctf_route_parse("/api/v1/admin/teams/a/instances", &r, NULL), KOP_OK);
+    assert_true(ctf_route_is_admin(r.kind));
+    assert_true(ctf_route_allows(&r, "DELETE"));
+    assert_false(ctf_route_allows(&r, "GET"));
+    assert_int_equal(ctf_route_parse("/api/v1/admin/challenges/web/instances", &r, NULL), KOP_OK);
+    assert_true(ctf_route_is_admin(r.kind));
+    assert_true(ctf_route_allows(&r, "DELETE"));
+    assert_false(ctf_route_allows(&r, "PUT"));
+    assert_int_equal(ctf_route_parse("/api/v1/admin/teams/a/instances/web/renew", &r, NULL),
+                     KOP_OK);
+    assert_true(ctf_route_allows(&r, "POST"));
+    assert_false(ctf_route_allows(&r, "DELETE"));
+    assert_int_equal(ctf_route_parse("/api/v1/admin/events", &r, NULL), KOP_OK);
+    assert_true(ctf_route_is_admin(r.kind));
+    assert_true(ctf_route_allows(&r, "GET"));
+    assert_false(ctf_route_allows(&r, "DELETE"));
+    assert_int_equal(ctf_route_parse("/api/v1/teams/a/events", &r, NULL), KOP_OK);
+    assert_false(ctf_route_is_admin(r.kind));
 }
 
 /* A flag check's body: exactly {"flag": "<1 to CTF_FLAG_MAX bytes>"}. */

@@ -4,6 +4,9 @@
  * definition's key with its prefix and suffix (the known values computed
  * with openssl, each says how); refused without a key or a team. Where the
  * flag goes in an instance (only in its Secret) is test_ctf_instance.c's.
+ * Flag attribution (ctf_flag_owner): another team's dynamic flag names that
+ * team, a wrong one or a static flag nobody; and its cost at 2,000 teams,
+ * printed (a measurement, not a timed assertion).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -76,11 +80,122 @@ static void test_flag_dynamic(void **state)
     json_decref(def);
 }
 
+/* team_names fills names[0..n) with "team-<i>" in storage (n * 16 bytes). */
+static void team_names(const char **names, char *storage, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        snprintf(storage + 16 * i, 16, "team-%zu", i);
+        names[i] = storage + 16 * i;
+    }
+}
+
+static void test_flag_owner(void **state)
+{
+    (void)state;
+    json_t *def = parse(DEF_HTTP);
+    const unsigned char key[] = "s3cret-key";
+    const char *teams[] = {"team0", "team1", "team2"};
+    size_t owner = 0;
+    kop_status st;
+
+    /* team1's flag (see test_flag_dynamic) is attributed to team1, wherever it is listed. */
+    const char *t1 = "flag{30f24671fb6e529656e5371dfefa1017}";
+    assert_int_equal(ctf_flag_owner(def, "web", teams, 3, t1, key, sizeof key - 1, &owner, &st),
+                     KOP_OK);
+    assert_int_equal(owner, 1);
+    assert_int_equal(ctf_flag_owner(def, "web", teams + 1, 1, t1, key, sizeof key - 1, &owner, &st),
+                     KOP_OK);
+    assert_int_equal(owner, 0);
+    /* Not among the teams tried, another key, another definition: nobody's. */
+    assert_int_equal(ctf_flag_owner(def, "web", teams + 2, 1, t1, key, sizeof key - 1, &owner, &st),
+                     KOP_OK);
+    assert_int_equal(owner, CTF_FLAG_NO_OWNER);
+    assert_int_equal(ctf_flag_owner(def, "web", teams, 3, t1, key, 3, &owner, &st), KOP_OK);
+    assert_int_equal(owner, CTF_FLAG_NO_OWNER);
+    assert_int_equal(ctf_flag_owner(def, "pwn", teams, 3, t1, key, sizeof key - 1, &owner, &st),
+                     KOP_OK);
+    assert_int_equal(owner, CTF_FLAG_NO_OWNER);
+    /* Wrong: one digit off, upper case, cut, extended, another shape. */
+    const char *wrong[] = {"flag{30f24671fb6e529656e5371dfefa1018}",
+                           "flag{30F24671FB6E529656E5371DFEFA1017}",
+                           "flag{30f24671fb6e529656e5371dfefa101}",
+                           "flag{30f24671fb6e529656e5371dfefa1017}x", "flag{}", "x"};
+    for (size_t i = 0; i < sizeof wrong / sizeof *wrong; i++) {
+        owner = 0;
+        assert_int_equal(
+            ctf_flag_owner(def, "web", teams, 3, wrong[i], key, sizeof key - 1, &owner, &st),
+            KOP_OK);
+        assert_int_equal(owner, CTF_FLAG_NO_OWNER);
+    }
+    /* Other affixes: team2's flag with CTF[...] is found only with them. */
+    const char *t2 = "CTF[389307e3fee8e55477d19ae4b6f21f81]";
+    assert_int_equal(ctf_flag_owner(def, "web", teams, 3, t2, key, sizeof key - 1, &owner, &st),
+                     KOP_OK);
+    assert_int_equal(owner, CTF_FLAG_NO_OWNER);
+    mutate(def, "spec.flag.dynamic.prefix", "'CTF['");
+    mutate(def, "spec.flag.dynamic.suffix", "']'");
+    assert_int_equal(ctf_flag_owner(def, "web", teams, 3, t2, key, sizeof key - 1, &owner, &st),
+                     KOP_OK);
+    assert_int_equal(owner, 2);
+    /* No key: refused. */
+    assert_int_equal(ctf_flag_owner(def, "web", teams, 3, t2, key, 0, &owner, &st), KOP_EINVAL);
+    assert_int_equal(owner, CTF_FLAG_NO_OWNER);
+    json_decref(def);
+
+    /* A static flag is never attributed, even when it is exactly the submission. */
+    def = parse(DEF_TCP);
+    owner = 0;
+    assert_int_equal(ctf_flag_owner(def, "pwn", teams, 3, "flag{static_one}", key, sizeof key - 1,
+                                    &owner, &st),
+                     KOP_OK);
+    assert_int_equal(owner, CTF_FLAG_NO_OWNER);
+    json_decref(def);
+}
+
+/*
+ * The cost of attribution at 2,000 teams: the flag of the last team tried
+ * (every HMAC is computed whoever matches), printed per check and per team.
+ */
+static void test_flag_owner_2000_teams(void **state)
+{
+    (void)state;
+    enum { N = 2000, ROUNDS = 20 };
+    json_t *def = parse(DEF_HTTP);
+    const unsigned char key[] = "s3cret-key";
+    const char **teams = calloc(N, sizeof *teams);
+    char *storage = calloc(N, 16), *last = NULL;
+    size_t owner = 0;
+    kop_status st;
+    assert_non_null(teams);
+    assert_non_null(storage);
+    team_names(teams, storage, N);
+    assert_int_equal(ctf_flag(def, "web", teams[N - 1], key, sizeof key - 1, &last, &st), KOP_OK);
+
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (int r = 0; r < ROUNDS; r++) {
+        assert_int_equal(
+            ctf_flag_owner(def, "web", teams, N, last, key, sizeof key - 1, &owner, &st), KOP_OK);
+        assert_int_equal(owner, N - 1);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double ms = ((double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6) /
+                ROUNDS;
+    printf("flag attribution at %d teams: %.2f ms per wrong submission (%.2f us per team)\n", N,
+           ms, ms * 1000.0 / N);
+    free(last);
+    free(storage);
+    free(teams);
+    json_decref(def);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flag_static_and_none),
         cmocka_unit_test(test_flag_dynamic),
+        cmocka_unit_test(test_flag_owner),
+        cmocka_unit_test(test_flag_owner_2000_teams),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

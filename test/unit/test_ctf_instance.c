@@ -190,6 +190,13 @@ static void test_children_metadata(void **state)
             assert_string_equal(kop_meta_label(o, "pod-security.kubernetes.io/enforce-version"),
                                 "latest");
             assert_string_equal(kop_meta_annotation(o, CTF_ANNOTATION_CHALLENGE_UID), "uid-123");
+        } else if (strcmp(kind, "Deployment") == 0) {
+            /* The version it runs (core/update.h), on its metadata, never its pods'. */
+            assert_string_equal(kop_meta_namespace(o), ns);
+            assert_int_equal(strlen(kop_meta_annotation(o, CTF_ANNOTATION_VERSION)),
+                             CTF_VERSION_LEN);
+            assert_non_null(kop_meta_annotation(o, CTF_ANNOTATION_GENERATION));
+            assert_null(at(o, "spec.template.metadata.annotations"));
         } else {
             assert_string_equal(kop_meta_namespace(o), ns);
             assert_null(json_object_get(json_object_get(o, "metadata"), "annotations"));

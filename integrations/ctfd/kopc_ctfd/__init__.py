@@ -223,8 +223,7 @@ def instance_route(challenge_id):
         if request.method == "PUT":
             return answer(player_view(kopc.start(team, definition), definition))
         if request.method == "DELETE":
-            kopc.stop(team, definition)
-            return answer(player_view(kopc.instance(team, definition), definition))
+            return answer(player_view(kopc.stop(team, definition), definition))
         return answer(player_view(kopc.renew(team, definition), definition))
     except KopcError as e:
         return refusal(e)

@@ -83,14 +83,16 @@ class KopcClient:
         return body
 
     def stop(self, team, challenge):
-        """Stops the instance; True when there was one."""
+        """Stops the instance. Returns kopc's answer, the Instance as deleted (state
+        Stopping), or None when there was none. Show that answer: a GET right after
+        reads kopc's cache, which may not have seen the deletion yet."""
         try:
-            self._call("DELETE", self._path(team, challenge), ok=(202,))
+            _, body = self._call("DELETE", self._path(team, challenge), ok=(202,))
         except KopcError as e:
             if e.code == "NotFound":
-                return False
+                return None
             raise
-        return True
+        return body
 
     def check_flag(self, team, challenge, flag):
         """Whether flag is the team's flag of challenge (kopc compares; it never says the flag)."""

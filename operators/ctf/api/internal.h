@@ -43,6 +43,7 @@
 #define TEAMS_SECRET     "ctf-team-tokens"
 #define CREATED_BY       "app.kubernetes.io/created-by"
 #define MAX_BUCKETS      4096 /* teams with a write budget in use */
+#define ADMIN_BUCKET     "(admin)" /* the admin's own write budget and stream count: no team's name */
 #define MAX_CONNECTIONS   4096       /* lowered to what the descriptor limit allows */
 #define POOL_THREADS      8          /* threads polling the connections */
 #define IDLE_TIMEOUT_S    20         /* idle this long: closed (a parked stream is not idle) */
@@ -66,6 +67,7 @@ struct ctf_api {
     ctf_api_opts opts;
     kop_informer *secrets;
     kop_metric *requests; /* ctf_api_requests_total{route,method,code} */
+    kop_metric *flag_shared; /* ctf_flag_shared_total{challenge} (flag.c) */
     struct MHD_Daemon *http;
     int port;
 
@@ -187,6 +189,14 @@ enum MHD_Result ctf_api_get_whoami(ctf_api *api, mhd_conn *conn, request *rq);
 enum MHD_Result ctf_api_get_challenges(ctf_api *api, mhd_conn *conn, request *rq);
 enum MHD_Result ctf_api_get_instances(ctf_api *api, mhd_conn *conn, request *rq);
 enum MHD_Result ctf_api_get_instance(ctf_api *api, mhd_conn *conn, request *rq);
+/*
+ * ctf_api_all_views returns (owned) {"instances": [...]}: every team's
+ * Instances in the challenge namespace (as ctf_api_team_views gives them),
+ * sorted by team, then challenge. NULL when out of memory.
+ */
+json_t *ctf_api_all_views(ctf_api *api);
+/* GET /api/v1/admin/instances: ctf_api_all_views and the operator's limits. */
+enum MHD_Result ctf_api_get_admin_instances(ctf_api *api, mhd_conn *conn, request *rq);
 
 /* ---- write.c ---- */
 
@@ -194,6 +204,15 @@ enum MHD_Result ctf_api_put_instance(ctf_api *api, mhd_conn *conn, request *rq,
                                      const ctf_put_body *body);
 enum MHD_Result ctf_api_delete_instance(ctf_api *api, mhd_conn *conn, request *rq);
 enum MHD_Result ctf_api_renew_instance(ctf_api *api, mhd_conn *conn, request *rq);
+/*
+ * ctf_api_stop deletes chal (guarded by its uid); *gone (owned, may be
+ * NULL) is the Challenge as deleted. A Challenge already gone is KOP_OK.
+ * Errors are the apiserver's, explained in st.
+ */
+KOP_NODISCARD kop_err ctf_api_stop(ctf_api *api, const json_t *chal, json_t **gone,
+                                   kop_status *st);
+/* DELETE /api/v1/admin/teams/{team}/instances and .../admin/challenges/{challenge}/instances. */
+enum MHD_Result ctf_api_admin_stop_many(ctf_api *api, mhd_conn *conn, request *rq);
 
 /* ---- flag.c ---- */
 

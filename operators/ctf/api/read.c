@@ -170,3 +170,63 @@ enum MHD_Result ctf_api_get_instance(ctf_api *api, struct MHD_Connection *conn, 
     return ctf_api_send_body(api, conn, rq, 200, "application/json", text, strlen(text),
                              MHD_RESPMEM_MUST_FREE, NULL);
 }
+
+static int by_string(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * all_views: the teams holding a Challenge in the challenge namespace are
+ * collected first, then each team's Instances are read as its own page
+ * reads them (ctf_api_team_views), so the admin sees exactly what each
+ * team sees, one Instance per team and challenge.
+ */
+json_t *ctf_api_all_views(ctf_api *api)
+{
+    json_t *chals = NULL, *teams = json_object(), *list = json_array(), *c, *v;
+    const char **names = NULL, *t;
+    size_t i, n = 0;
+    json_t *out = NULL;
+    if (!teams || !list ||
+        kop_informer_list(api->op->challenges, api->opts.challenge_namespace, &chals))
+        goto out;
+    json_array_foreach(chals, i, c)
+    {
+        const char *team = ctf_str2(c, "spec", "team");
+        if (team)
+            json_object_set_new(teams, team, json_true());
+    }
+    if (!(names = calloc(json_object_size(teams) + 1, sizeof *names)))
+        goto out;
+    json_object_foreach(teams, t, v) names[n++] = t;
+    qsort(names, n, sizeof *names, by_string);
+    for (i = 0; i < n; i++) {
+        json_t *mine = ctf_api_team_views(api, names[i]);
+        if (!mine)
+            goto out;
+        json_array_extend(list, json_object_get(mine, "instances"));
+        json_decref(mine);
+    }
+    out = json_pack("{s:O}", "instances", list);
+out:
+    free(names);
+    json_decref(chals);
+    json_decref(teams);
+    json_decref(list);
+    return out;
+}
+
+enum MHD_Result ctf_api_get_admin_instances(ctf_api *api, struct MHD_Connection *conn,
+                                            request *rq)
+{
+    json_t *v = ctf_api_all_views(api);
+    if (v)
+        json_object_set_new(v, "limits",
+                            json_pack("{s:i, s:i}", "maxInstances", api->op->max_instances,
+                                      "maxInstancesPerTeam", api->op->max_per_team));
+    enum MHD_Result ret = v ? ctf_api_send_json(api, conn, rq, 200, v, NULL)
+                            : ctf_api_send_unavailable(api, conn, rq, "cannot read the instances");
+    json_decref(v);
+    return ret;
+}

@@ -57,6 +57,19 @@ static void route_set(ctf_route *r, ctf_route_kind kind, const char *name, const
     r->allow = allow;
 }
 
+/* challenge_segment copies a challenge name from a path segment, or explains in st. */
+static kop_err challenge_segment(const char *seg, size_t len, ctf_route *r, kop_status *st)
+{
+    if (!segment(seg, len, r->challenge, sizeof r->challenge) ||
+        !kop_meta_is_valid_dns1123_subdomain(r->challenge)) {
+        kop_status_setf(st, 400, "BadRequest",
+                        "the challenge must be a DNS name: lower-case letters, digits, '-' "
+                        "and '.', at most 253");
+        return KOP_EINVAL;
+    }
+    return KOP_OK;
+}
+
 /*
  * team_route parses what follows /api/v1/teams/:
  * {team}/instances[/{challenge}[/renew|/flag]] or {team}/events.
@@ -79,13 +92,8 @@ static kop_err team_route(const char **seg, const size_t *len, size_t n, ctf_rou
                         "at most 63");
         return KOP_EINVAL;
     }
-    if (n >= 3 && (!segment(seg[2], len[2], r->challenge, sizeof r->challenge) ||
-                   !kop_meta_is_valid_dns1123_subdomain(r->challenge))) {
-        kop_status_setf(st, 400, "BadRequest",
-                        "the challenge must be a DNS name: lower-case letters, digits, '-' "
-                        "and '.', at most 253");
+    if (n >= 3 && challenge_segment(seg[2], len[2], r, st) != KOP_OK)
         return KOP_EINVAL;
-    }
     if (events)
         route_set(r, CTF_ROUTE_EVENTS, "events", GET_ONLY);
     else if (n == 2)
@@ -96,6 +104,52 @@ static kop_err team_route(const char **seg, const size_t *len, size_t n, ctf_rou
         route_set(r, CTF_ROUTE_RENEW, "renew", "POST");
     else
         route_set(r, CTF_ROUTE_FLAG, "flag", "POST");
+    return KOP_OK;
+}
+
+/*
+ * admin_route parses what follows /api/v1/admin/: instances, events,
+ * teams/{team}/instances[/{challenge}[/renew]] and
+ * challenges/{challenge}/instances. The team paths are the team routes'
+ * shapes under admin/, so the same names are checked the same way.
+ */
+static kop_err admin_route(const char *rest, ctf_route *r, kop_status *st)
+{
+    const char *seg[8];
+    size_t len[8];
+    if (strcmp(rest, "instances") == 0) {
+        route_set(r, CTF_ROUTE_ADMIN_INSTANCES, "admin-instances", GET_ONLY);
+        return KOP_OK;
+    }
+    if (strcmp(rest, "events") == 0) {
+        route_set(r, CTF_ROUTE_ADMIN_EVENTS, "admin-events", GET_ONLY);
+        return KOP_OK;
+    }
+    if (strncmp(rest, "challenges/", 11) == 0) {
+        size_t n = split(rest + 10, seg, len, 2); /* from the '/' before {challenge} */
+        if (n != 2 || len[1] != 9 || memcmp(seg[1], "instances", 9) != 0)
+            return KOP_ENOTFOUND;
+        kop_err err = challenge_segment(seg[0], len[0], r, st);
+        if (!err)
+            route_set(r, CTF_ROUTE_ADMIN_STOP_CHALLENGE, "admin-stop-challenge", "DELETE");
+        return err;
+    }
+    if (strncmp(rest, "teams/", 6) != 0)
+        return KOP_ENOTFOUND;
+    size_t n = split(rest + 5, seg, len, 4); /* from the '/' before {team} */
+    if (n < 2 || n > 4 || len[1] != 9 || memcmp(seg[1], "instances", 9) != 0)
+        return KOP_ENOTFOUND;
+    if (n == 4 && (len[3] != 5 || memcmp(seg[3], "renew", 5) != 0))
+        return KOP_ENOTFOUND;
+    kop_err err = team_route(seg, len, n, r, st);
+    if (err)
+        return err;
+    if (n == 2)
+        route_set(r, CTF_ROUTE_ADMIN_STOP_TEAM, "admin-stop-team", "DELETE");
+    else if (n == 3)
+        route_set(r, CTF_ROUTE_ADMIN_STOP, "admin-stop", "DELETE");
+    else
+        route_set(r, CTF_ROUTE_ADMIN_RENEW, "admin-renew", "POST");
     return KOP_OK;
 }
 
@@ -135,6 +189,8 @@ kop_err ctf_route_parse(const char *path, ctf_route *out, kop_status *st)
         route_set(out, CTF_ROUTE_CHALLENGES, "challenges", GET_ONLY);
         return KOP_OK;
     }
+    if (strncmp(path + 8, "admin/", 6) == 0)
+        return admin_route(path + 14, out, st);
     if (strncmp(path + 8, "teams/", 6) != 0)
         return KOP_ENOTFOUND;
     size_t n = split(path + 13, seg, len, 4); /* from the '/' before {team} */

@@ -29,7 +29,17 @@ typedef enum ctf_route_kind {
     CTF_ROUTE_RENEW,      /* /api/v1/teams/{team}/instances/{challenge}/renew */
     CTF_ROUTE_EVENTS,     /* /api/v1/teams/{team}/events */
     CTF_ROUTE_FLAG,       /* /api/v1/teams/{team}/instances/{challenge}/flag (admin) */
+    /* The admin console's routes, /api/v1/admin/... (admin token only): */
+    CTF_ROUTE_ADMIN_INSTANCES,      /* /api/v1/admin/instances: every instance */
+    CTF_ROUTE_ADMIN_EVENTS,         /* /api/v1/admin/events: every instance's changes */
+    CTF_ROUTE_ADMIN_STOP,           /* /api/v1/admin/teams/{team}/instances/{challenge} */
+    CTF_ROUTE_ADMIN_RENEW,          /* /api/v1/admin/teams/{team}/instances/{challenge}/renew */
+    CTF_ROUTE_ADMIN_STOP_TEAM,      /* /api/v1/admin/teams/{team}/instances */
+    CTF_ROUTE_ADMIN_STOP_CHALLENGE, /* /api/v1/admin/challenges/{challenge}/instances */
 } ctf_route_kind;
+
+/* ctf_route_is_admin tells whether a route is one of /api/v1/admin/ (admin token only). */
+#define ctf_route_is_admin(kind) ((kind) >= CTF_ROUTE_ADMIN_INSTANCES)
 
 /* ctf_route: a parsed path. Plain value type. */
 typedef struct ctf_route {

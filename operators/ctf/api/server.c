@@ -82,6 +82,11 @@ static bool check_headers(ctf_api *api, struct MHD_Connection *conn, request *rq
         *ret = ctf_api_send_status(api, conn, rq, &st);
         return false;
     }
+    if (ctf_route_is_admin(rq->route.kind) && !rq->who.admin) {
+        *ret = ctf_api_send_error(api, conn, rq, 403, "Forbidden",
+                                  "only the admin token may use the admin routes", NULL);
+        return false;
+    }
     if (rq->route.team[0] && !rq->who.admin && strcmp(rq->route.team, rq->who.team) != 0) {
         *ret = ctf_api_send_error(api, conn, rq, 403, "Forbidden", "this token is not this team's",
                                   NULL);
@@ -142,7 +147,9 @@ static enum MHD_Result dispatch(ctf_api *api, struct MHD_Connection *conn, reque
     if (!ctf_api_synced(api))
         return ctf_api_send_unavailable(api, conn, rq,
                                         "the operator is starting; its caches are not ready");
-    if (is_write(rq) && !ctf_api_spend(api, rq->route.team, &retry_s)) {
+    /* An admin write without a team (a challenge's bulk stop) spends the admin's own budget. */
+    const char *payer = rq->route.team[0] ? rq->route.team : ADMIN_BUCKET;
+    if (is_write(rq) && !ctf_api_spend(api, payer, &retry_s)) {
         char after[16];
         snprintf(after, sizeof after, "%d", retry_s);
         const char *h[] = {"Retry-After", after, NULL};
@@ -157,7 +164,17 @@ static enum MHD_Result dispatch(ctf_api *api, struct MHD_Connection *conn, reque
     case CTF_ROUTE_INSTANCES:
         return ctf_api_get_instances(api, conn, rq);
     case CTF_ROUTE_EVENTS:
+    case CTF_ROUTE_ADMIN_EVENTS:
         return ctf_api_get_events(api, conn, rq);
+    case CTF_ROUTE_ADMIN_INSTANCES:
+        return ctf_api_get_admin_instances(api, conn, rq);
+    case CTF_ROUTE_ADMIN_STOP:
+        return ctf_api_delete_instance(api, conn, rq);
+    case CTF_ROUTE_ADMIN_RENEW:
+        return ctf_api_renew_instance(api, conn, rq);
+    case CTF_ROUTE_ADMIN_STOP_TEAM:
+    case CTF_ROUTE_ADMIN_STOP_CHALLENGE:
+        return ctf_api_admin_stop_many(api, conn, rq);
     case CTF_ROUTE_RENEW:
         return ctf_api_renew_instance(api, conn, rq);
     case CTF_ROUTE_FLAG: {
@@ -243,6 +260,7 @@ static size_t raw_path(void *cls, struct MHD_Connection *conn, char *s)
 kop_err ctf_api_new(ctf_operator *op, const ctf_api_opts *opts, ctf_api **out, kop_status *st)
 {
     static const char *const labels[] = {"route", "method", "code", NULL};
+    static const char *const shared_labels[] = {"challenge", NULL};
     kop_err err;
     *out = NULL;
     if (opts->bind && strcmp(opts->bind, "0") == 0)
@@ -290,6 +308,11 @@ kop_err ctf_api_new(ctf_operator *op, const ctf_api_opts *opts, ctf_api **out, k
         err = kop_metrics_counter(kop_manager_metrics(op->mgr), "ctf_api_requests_total",
                                   "Instance API requests by route, method and HTTP code", labels,
                                   &api->requests);
+    if (!err)
+        err = kop_metrics_counter(kop_manager_metrics(op->mgr), "ctf_flag_shared_total",
+                                  "Wrong flag submissions that were another team's flag, by "
+                                  "challenge",
+                                  shared_labels, &api->flag_shared);
     if (err) {
         kop_status_setf(st, 0, NULL, "instance API: %s", kop_strerror(err));
         ctf_api_free(api);

@@ -28,6 +28,13 @@
  * opens: a token rotated between the two is checked again before the
  * snapshot goes out, and the stream ends at once.
  *
+ * The admin stream (GET /api/v1/admin/events, admin token only) is the
+ * same machinery over every team: its snapshot is every team's Instances,
+ * a Challenge's change marks its team dirty on each admin stream, and a
+ * resumed admin stream recomputes only the dirty teams' Instances and
+ * sends those that changed. It counts as the streams of a team named
+ * ADMIN_BUCKET (no team can be named so), under the same caps.
+ *
  * Limits: a team holds at most STREAMS_PER_TEAM streams, the API
  * --api-max-streams (2,048). When the API is full, a team below its fair
  * share (the maximum over the teams with streams) still gets one: the oldest
@@ -53,7 +60,9 @@ struct stream {
     bool noted;           /* the team's Instances changed since last sent */
     bool parked;          /* suspended, waiting to be resumed */
     bool ending;          /* evicted or the API stopping: end at the next read */
-    json_t *sent;         /* challenge -> view key last sent */
+    bool admin;           /* every team's stream (team is ADMIN_BUCKET) */
+    json_t *sent;         /* challenge -> view key last sent; admin: team -> that */
+    json_t *dirty;        /* admin: the teams changed since last sent (team -> true) */
     kop_buf out;          /* pending output, capped at STREAM_OUT_MAX */
     size_t off;           /* of out, already handed to MHD */
     int64_t heartbeat_ms; /* when the next heartbeat is due */
@@ -87,7 +96,12 @@ static void note(ctf_api *api, const json_t *chal)
         return;
     pthread_mutex_lock(&api->lock);
     for (stream *s = api->streams; s; s = s->next) {
-        if (s->team[0] == team[0] && strcmp(s->team, team) == 0) {
+        if (s->admin) {
+            /* Out of memory the team is missed until the next change or reconnect. */
+            json_object_set_new(s->dirty, team, json_true());
+            s->noted = true;
+            wake(s);
+        } else if (s->team[0] == team[0] && strcmp(s->team, team) == 0) {
             s->noted = true;
             wake(s);
         }
@@ -207,7 +221,8 @@ static bool append_event(stream *s, const char *name, const json_t *data)
     return ok;
 }
 
-/* remember records what was sent of the team's views (keys), replacing all. */
+/* remember records what was sent of views (keys), into sent (challenge -> key, or for the
+ * admin's stream team -> that), replacing all. */
 static void remember(stream *s, const json_t *views)
 {
     json_t *v;
@@ -217,15 +232,19 @@ static void remember(stream *s, const json_t *views)
     {
         char *key = ctf_api_view_key(v);
         const char *ch = json_string_value(json_object_get(v, "challenge"));
-        if (key && ch)
-            json_object_set_new(s->sent, ch, json_string(key));
+        const char *team = json_string_value(json_object_get(v, "team"));
+        json_t *into = s->admin ? (team ? json_object_get(s->sent, team) : NULL) : s->sent;
+        if (s->admin && team && !into && json_object_set_new(s->sent, team, json_object()) == 0)
+            into = json_object_get(s->sent, team);
+        if (key && ch && into)
+            json_object_set_new(into, ch, json_string(key));
         free(key);
     }
 }
 
 static bool send_snapshot(stream *s)
 {
-    json_t *views = ctf_api_team_views(s->api, s->team);
+    json_t *views = s->admin ? ctf_api_all_views(s->api) : ctf_api_team_views(s->api, s->team);
     bool ok = views && append_event(s, "snapshot", views);
     if (ok)
         remember(s, views);
@@ -233,10 +252,14 @@ static bool send_snapshot(stream *s)
     return ok;
 }
 
-/* send_changes sends an instance event for each of the team's views that changed. */
-static bool send_changes(stream *s)
+/*
+ * send_team_changes sends an instance event for each of team's views that
+ * changed since sent (challenge -> view key), and a Stopped one for each
+ * that is gone; then sent holds what was sent.
+ */
+static bool send_team_changes(stream *s, const char *team, json_t *sent)
 {
-    json_t *views = ctf_api_team_views(s->api, s->team), *v, *now = json_object();
+    json_t *views = ctf_api_team_views(s->api, team), *v, *now = json_object();
     size_t i;
     const char *ch;
     json_t *old;
@@ -250,26 +273,54 @@ static bool send_changes(stream *s)
             ok = false;
             break;
         }
-        const char *was = json_string_value(json_object_get(s->sent, c));
+        const char *was = json_string_value(json_object_get(sent, c));
         if (!was || strcmp(was, key) != 0)
             ok = append_event(s, "instance", v);
         json_object_set_new(now, c, json_string(key));
         free(key);
     }
-    json_object_foreach(s->sent, ch, old)
+    json_object_foreach(sent, ch, old)
     {
         if (!ok || json_object_get(now, ch))
             continue;
-        json_t *stopped = ctf_api_stopped_view(s->team, ch);
+        json_t *stopped = ctf_api_stopped_view(team, ch);
         ok = stopped && append_event(s, "instance", stopped);
         json_decref(stopped);
     }
     if (ok) {
-        json_object_clear(s->sent);
-        json_object_update(s->sent, now);
+        json_object_clear(sent);
+        json_object_update(sent, now);
     }
     json_decref(now);
     json_decref(views);
+    return ok;
+}
+
+/* send_changes sends what changed: of the stream's team, or of every team marked dirty. */
+static bool send_changes(stream *s)
+{
+    if (!s->admin)
+        return send_team_changes(s, s->team, s->sent);
+    json_t *fresh = json_object(), *dirty, *v;
+    const char *team;
+    bool ok = true;
+    if (!fresh)
+        return false;
+    pthread_mutex_lock(&s->api->lock); /* note() adds to it */
+    dirty = s->dirty;
+    s->dirty = fresh;
+    pthread_mutex_unlock(&s->api->lock);
+    json_object_foreach(dirty, team, v)
+    {
+        json_t *sent = json_object_get(s->sent, team);
+        if (!sent && json_object_set_new(s->sent, team, json_object()) == 0)
+            sent = json_object_get(s->sent, team);
+        if (!sent || !(ok = send_team_changes(s, team, sent)))
+            break;
+        if (json_object_size(sent) == 0)
+            json_object_del(s->sent, team);
+    }
+    json_decref(dirty);
     return ok;
 }
 
@@ -447,6 +498,7 @@ static bool admit_stream(ctf_api *api, const char *team, char *msg, size_t size)
 static void stream_discard(stream *s)
 {
     json_decref(s->sent);
+    json_decref(s->dirty);
     kop_buf_fini(&s->out);
     free(s->auth);
     free(s);
@@ -480,13 +532,15 @@ static stream *stream_new(ctf_api *api, struct MHD_Connection *conn, const reque
     if (!s)
         return NULL;
     kop_buf_init(&s->out, STREAM_OUT_MAX);
-    if (!(s->sent = json_object()) || !(s->auth = strdup(auth ? auth : ""))) {
+    s->admin = rq->route.kind == CTF_ROUTE_ADMIN_EVENTS;
+    if (!(s->sent = json_object()) || !(s->dirty = json_object()) ||
+        !(s->auth = strdup(auth ? auth : ""))) {
         stream_discard(s);
         return NULL;
     }
     s->api = api;
     s->conn = conn;
-    snprintf(s->team, sizeof s->team, "%s", rq->route.team);
+    snprintf(s->team, sizeof s->team, "%s", s->admin ? ADMIN_BUCKET : rq->route.team);
     int64_t now = kop_mono_ms();
     s->heartbeat_ms = now + api->opts.heartbeat_s * 1000L;
     s->end_ms = now + STREAM_LIFETIME_S * 1000L;
@@ -500,7 +554,7 @@ enum MHD_Result ctf_api_get_events(ctf_api *api, struct MHD_Connection *conn, re
     if (!s)
         return ctf_api_send_unavailable(api, conn, rq, "out of memory");
     pthread_mutex_lock(&api->lock);
-    bool ok = admit_stream(api, rq->route.team, msg, sizeof msg);
+    bool ok = admit_stream(api, s->team, msg, sizeof msg);
     if (ok) { /* the snapshot covers everything before this */
         s->token_gen = rq->who.token_gen; /* as authenticated, not as of now */
         s->prev = api->streams_tail;

@@ -149,9 +149,41 @@ static enum MHD_Result not_found(ctf_api *api, struct MHD_Connection *conn, requ
                  : ctf_api_send_unavailable(api, conn, rq, "cannot read the instance");
 }
 
-enum MHD_Result ctf_api_delete_instance(ctf_api *api, struct MHD_Connection *conn, request *rq)
+kop_err ctf_api_stop(ctf_api *api, const json_t *chal, json_t **gone, kop_status *st)
 {
     kop_client *c = kop_manager_client(api->op->mgr);
+    json_t *deleted = NULL;
+    kop_delete_req del = {.target = {&CTF_CHALLENGES, kop_meta_namespace(chal), kop_meta_name(chal)},
+                          .opts = {.precondition_uid = kop_meta_uid(chal)}};
+    kop_err err = kop_delete_object(c, &del, &deleted, st);
+    if (err == KOP_ENOTFOUND)
+        err = KOP_OK;
+    if (!err)
+        kop_log(KOP_LOG_INFO, "api stopped an instance",
+                KOP_LOG_STR("team", ctf_str2(chal, "spec", "team")),
+                KOP_LOG_STR("challenge", ctf_str2(chal, "spec", "definition")));
+    if (gone && !err)
+        *gone = deleted;
+    else
+        json_decref(deleted);
+    return err;
+}
+
+/*
+ * admin_event records an admin action on chal: reason names it (AdminStop,
+ * AdminExtend), done says what happened and what which action of the
+ * console did it ("stop all of team t's").
+ */
+static void admin_event(ctf_api *api, const json_t *chal, const char *reason, const char *action,
+                        const char *done, const char *what)
+{
+    const char *def = ctf_str2(chal, "spec", "definition"), *team = ctf_str2(chal, "spec", "team");
+    kop_event(api->op->events, &(kop_event_req){.object = chal, .reason = reason, .action = action},
+              "%s by the admin (%s): %s of team %s", done, what, def ? def : "?", team ? team : "?");
+}
+
+enum MHD_Result ctf_api_delete_instance(ctf_api *api, struct MHD_Connection *conn, request *rq)
+{
     bool asked;
     json_t *chal = find_for_write(api, rq, &asked), *gone = NULL;
     kop_status st;
@@ -159,16 +191,13 @@ enum MHD_Result ctf_api_delete_instance(ctf_api *api, struct MHD_Connection *con
     if (!chal)
         return not_found(api, conn, rq, asked);
     if (!kop_meta_is_deleting(chal)) {
-        kop_delete_req del = {
-            .target = {&CTF_CHALLENGES, kop_meta_namespace(chal), kop_meta_name(chal)},
-            .opts = {.precondition_uid = kop_meta_uid(chal)}};
-        kop_err err = kop_delete_object(c, &del, &gone, &st);
-        if (err && err != KOP_ENOTFOUND) {
+        kop_err err = ctf_api_stop(api, chal, &gone, &st);
+        if (err) {
             ret = ctf_api_send_apiserver_error(api, conn, rq, err, &st);
             goto out;
         }
-        kop_log(KOP_LOG_INFO, "api stopped an instance", KOP_LOG_STR("team", rq->route.team),
-                KOP_LOG_STR("challenge", rq->route.challenge));
+        if (rq->route.kind == CTF_ROUTE_ADMIN_STOP)
+            admin_event(api, chal, "AdminStop", "Stop", "stopped", "stop instance");
     }
     /* The Challenge as deleted (deletionTimestamp set), or else the cached one. */
     const char *kind = json_string_value(json_object_get(gone, "kind"));
@@ -255,6 +284,8 @@ enum MHD_Result ctf_api_renew_instance(ctf_api *api, struct MHD_Connection *conn
         err = renew_once(api, kop_meta_name(chal), def, &renewed, &at_limit, &st);
     }
     if (err == KOP_OK) {
+        if (rq->route.kind == CTF_ROUTE_ADMIN_RENEW)
+            admin_event(api, renewed, "AdminExtend", "Extend", "extended", "extend instance");
         json_t *v = ctf_api_instance_view(renewed, def, time(NULL));
         ret = ctf_api_send_json(api, conn, rq, 200, v, NULL);
         json_decref(v);
@@ -271,5 +302,57 @@ out:
     json_decref(renewed);
     json_decref(def);
     json_decref(chal);
+    return ret;
+}
+
+/*
+ * admin_stop_many stops every instance of the route's team, or of its
+ * challenge, in the challenge namespace, as the cache shows them: each
+ * stop is an Event AdminStop naming the bulk action. One that fails does
+ * not stop the others; the answer counts both and lists the Instances
+ * stopped (state Stopping), sorted as the cache's index gives them.
+ */
+enum MHD_Result ctf_api_admin_stop_many(ctf_api *api, struct MHD_Connection *conn, request *rq)
+{
+    bool by_team = rq->route.kind == CTF_ROUTE_ADMIN_STOP_TEAM;
+    const char *name = by_team ? rq->route.team : rq->route.challenge;
+    json_t *all = NULL, *list = json_array(), *c;
+    char what[CTF_CHALLENGE_SIZE + 64];
+    size_t i;
+    int failed = 0;
+    enum MHD_Result ret;
+    snprintf(what, sizeof what, "stop all of %s %s's", by_team ? "team" : "challenge", name);
+    if (!list || kop_informer_by_index(api->op->challenges,
+                                       by_team ? CTF_INDEX_TEAM : CTF_INDEX_DEFINITION, name, &all)) {
+        json_decref(list);
+        return ctf_api_send_unavailable(api, conn, rq, "cannot read the instances");
+    }
+    json_array_foreach(all, i, c)
+    {
+        kop_status st;
+        json_t *gone = NULL;
+        kop_status_clear(&st);
+        if (strcmp(kop_meta_namespace(c), api->opts.challenge_namespace) != 0 ||
+            kop_meta_is_deleting(c))
+            continue;
+        if (ctf_api_stop(api, c, &gone, &st) != KOP_OK) {
+            failed++;
+            continue;
+        }
+        admin_event(api, c, "AdminStop", "Stop", "stopped", what);
+        json_t *v = ctf_api_view(api, c);
+        if (v)
+            json_object_set_new(v, "state", json_string(CTF_STATE_STOPPING));
+        json_array_append_new(list, v);
+        json_decref(gone);
+    }
+    json_decref(all);
+    kop_log(KOP_LOG_INFO, "api stopped instances in bulk", KOP_LOG_STR("what", what),
+            KOP_LOG_INT("stopped", (long long)json_array_size(list)), KOP_LOG_INT("failed", failed));
+    json_t *v = json_pack("{s:I, s:i, s:o}", "stopped", (json_int_t)json_array_size(list), "failed",
+                          failed, "instances", list);
+    ret = v ? ctf_api_send_json(api, conn, rq, 202, v, NULL)
+            : ctf_api_send_error(api, conn, rq, 500, "Internal", "out of memory", NULL);
+    json_decref(v);
     return ret;
 }

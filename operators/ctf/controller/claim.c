@@ -37,7 +37,9 @@
  * the Namespace); the flag Secret when the flag is dynamic, then one touch
  * per pod so the kubelet rewrites the flag file at once; the Challenge's
  * status. Besides: the finalizer of a Challenge created without it, and
- * the Claimed Event. A conflict or a lost answer adds a GET. The pool pass
+ * the Claimed Event; and before the claim, one list of the definition by
+ * name (reconcile.c), so that a claim right after a change of the
+ * definition never takes a warm instance of the old version. A conflict or a lost answer adds a GET. The pool pass
  * a claim wakes parses only the warm namespaces that changed since it last
  * looked (their resourceVersion, or an event of their objects).
  */
@@ -49,6 +51,7 @@
 #include "controller/apply.h"
 #include "controller/claim.h"
 #include "controller/pool.h"
+#include "controller/update.h"
 #include "kop/clock.h"
 
 #define POOL_REQUESTS_MAX 4096  /* request times kept per pool */
@@ -359,11 +362,21 @@ static bool taken_here(ctf_pool *p, const json_t *n)
     return taken;
 }
 
-/* claimable: a warm namespace no one claimed, not going, not being claimed here, and Ready. */
+/*
+ * claimable: a warm namespace no one claimed, not going, not being claimed
+ * here, Ready, and on def's current version (its Deployments carry it,
+ * rolled out: update.c). A warm instance of an older version is never
+ * claimed; the pool controller replaces it.
+ */
 static bool claimable(ctf_operator *op, const json_t *def, const json_t *n)
 {
     ctf_observation o = {.phase = CTF_STATUS_PENDING};
+    ctf_instance_run run;
+    char current[CTF_VERSION_LEN + 1];
     if (ctf_is_claimed(n) || kop_meta_is_deleting(n) || taken_here(op->pool, n))
+        return false;
+    ctf_update_look(op, kop_meta_name(n), &run);
+    if (ctf_update_version(def, current) != KOP_OK || !ctf_update_current(&run, current))
         return false;
     bool ready = ctf_instance_ready(op, def, kop_meta_name(n), &o);
     json_decref(o.endpoints);

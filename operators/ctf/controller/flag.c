@@ -5,7 +5,8 @@
  * definition's Secret holds, read from the apiserver on each call (a key
  * rotated a moment ago counts). The reconciler hands it to the instance's
  * Secret; the API's flag check compares a submission with it. Neither
- * stores it.
+ * stores it. ctf_team_flag_owner asks, with the same key, whose flag a
+ * wrong submission is (flag attribution).
  */
 #include <stdlib.h>
 
@@ -51,6 +52,29 @@ kop_err ctf_team_flag(ctf_operator *op, const json_t *def, const char *team, cha
     if (err)
         return err;
     err = ctf_flag(def, kop_meta_name(def), team, key, key_len, flag, &fst);
+    if (key) {
+        OPENSSL_cleanse(key, key_len);
+        free(key);
+    }
+    if (err)
+        kop_status_setf(st, 0, "InvalidDefinition", "flag: %s", fst.message);
+    return err;
+}
+
+kop_err ctf_team_flag_owner(ctf_operator *op, const json_t *def, const char *const *teams,
+                            size_t n, const char *submission, size_t *owner, kop_status *st)
+{
+    unsigned char *key = NULL;
+    size_t key_len = 0;
+    kop_status fst;
+    *owner = CTF_FLAG_NO_OWNER;
+    if (!ctf_flag_secret_ref(def, NULL, NULL) || n == 0)
+        return KOP_OK; /* a static flag or none is never attributed: no key is read */
+    kop_err err = read_key(op, def, &key, &key_len, st);
+    if (err)
+        return err;
+    kop_status_clear(&fst);
+    err = ctf_flag_owner(def, kop_meta_name(def), teams, n, submission, key, key_len, owner, &fst);
     if (key) {
         OPENSSL_cleanse(key, key_len);
         free(key);

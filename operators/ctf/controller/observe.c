@@ -83,10 +83,8 @@ static bool deployments_available(ctf_operator *op, const json_t *def, const cha
             return false;
         json_t *spec = json_object_get(d, "spec"), *status = json_object_get(d, "status");
         json_int_t want = json_integer_value(json_object_get(spec, "replicas"));
-        bool ok = json_integer_value(json_object_get(status, "observedGeneration")) >=
-                      kop_meta_generation(d) &&
-                  json_integer_value(json_object_get(status, "availableReplicas")) >= want &&
-                  json_integer_value(json_object_get(status, "updatedReplicas")) >= want;
+        bool ok = !ctf_update_deployment_rolling(d) &&
+                  json_integer_value(json_object_get(status, "availableReplicas")) >= want;
         json_decref(d);
         if (!ok)
             return false;
@@ -167,6 +165,8 @@ void ctf_observe_instance(ctf_operator *op, const json_t *chal, const json_t *de
     }
     if (o->reason)
         return; /* a container that cannot start */
+    if (kop_streq(o->phase, CTF_STATUS_UPDATING))
+        return; /* being replaced (update.c): no start timeout */
     ctf_lifetime lt;
     int64_t timeout_ms = 5 * 60 * 1000;
     if (ctf_lifetime_parse(json_object_get(def, "spec"), &lt, NULL) == KOP_OK)

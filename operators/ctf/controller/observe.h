@@ -16,6 +16,9 @@ typedef struct ctf_observation {
     char message[512];
     json_t *endpoints; /* owned, may be NULL */
     long requeue_ms;   /* 0: none */
+    int64_t generation; /* the definition generation the instance runs (0: not known) */
+    bool updated;       /* back Running from an update (status.updatedAt) */
+    char version[CTF_VERSION_LEN + 1]; /* the definition version it runs ("": not known) */
 } ctf_observation;
 
 /* ctf_observe_error sets o to Error with reason and the formatted message. */
@@ -27,14 +30,17 @@ void ctf_observe_error(ctf_observation *o, const char *reason, const char *fmt, 
  * instance in namespace ns from the caches: Running once every Deployment is
  * available, every endpoint known and every exposed Service has a ready
  * endpoint; Error on an image that cannot be pulled, a crash loop or the
- * start timeout; Pending (with a requeue at the timeout) until then.
+ * start timeout; Pending (with a requeue at the timeout) until then. An
+ * instance being replaced by a new version (o->phase Updating on entry)
+ * has no start timeout: it stays Updating until it is Running.
  */
 void ctf_observe_instance(ctf_operator *op, const json_t *chal, const json_t *def, const char *ns,
                           ctf_observation *o);
 
 /*
  * ctf_instance_ready: the instance in namespace ns answers (the Running
- * rule above), with its endpoints in o->endpoints (replaced); false with o
+ * rule above; a Deployment in the middle of a rollout is not available:
+ * core/update.h), with its endpoints in o->endpoints (replaced); false with o
  * set to Error when a container cannot start, false and o untouched but its
  * endpoints while it is starting.
  */

@@ -18,9 +18,11 @@
 #include "core/admission.h"
 #include "core/applied.h"
 #include "core/duration.h"
+#include "core/flag.h"
 #include "core/instance.h"
 #include "core/json.h"
 #include "core/pool.h"
+#include "core/update.h"
 #include "controller/resources.h"
 
 #define CTF_FINALIZER     "ctf.kopc.io/instance"
@@ -30,6 +32,7 @@
 /* Challenge states (status.currentStatus). */
 #define CTF_STATUS_PENDING     "Pending"
 #define CTF_STATUS_RUNNING     "Running"
+#define CTF_STATUS_UPDATING    "Updating" /* replaced by a new version (update.c) */
 #define CTF_STATUS_ERROR       "Error"
 #define CTF_STATUS_TERMINATING "Terminating"
 #define CTF_STATUS_DELETED     "Deleted"
@@ -48,6 +51,7 @@ typedef struct ctf_operator {
     kop_controller *ctl;
     ctf_admission *admission; /* the quotas, asked by the reconciler and the API */
     ctf_applied *applied;     /* what each instance was last applied as */
+    ctf_rollout *rollout;     /* the instances being replaced by a new version (update.c) */
     ctf_pool *pool;           /* the warm pools: their controller and the claims made */
     kop_informer *challenges, *definitions, *namespaces, *deployments, *pods, *services;
     kop_informer *endpointslices; /* of the instances' Services: is an endpoint ready? */
@@ -95,6 +99,17 @@ KOP_NODISCARD kop_err ctf_install_crds(kop_client *c, kop_status *st);
  */
 KOP_NODISCARD kop_err ctf_team_flag(ctf_operator *op, const json_t *def, const char *team,
                                     char **flag, kop_status *st);
+
+/*
+ * ctf_team_flag_owner tells whose dynamic flag of def submission is, among
+ * teams[0..n) (borrowed): *owner is an index into teams, or
+ * CTF_FLAG_NO_OWNER (core/flag.h: a static flag or none is never
+ * attributed, and then no key is read). The key is read as ctf_team_flag
+ * reads it; errors as there.
+ */
+KOP_NODISCARD kop_err ctf_team_flag_owner(ctf_operator *op, const json_t *def,
+                                          const char *const *teams, size_t n,
+                                          const char *submission, size_t *owner, kop_status *st);
 
 /* ---- pool.c and claim.c: warm pools ---- */
 

@@ -15,6 +15,13 @@
  * orphaned ones (a definition deleted, min lowered), and reports
  * status.pool on the definition and ctf_pool_* metrics.
  *
+ * When the definition changes, no warm instance of the old version is
+ * claimed any more (claim.c checks the version its Deployments carry), and
+ * the pass replaces them in place a few at a time (ctf_update_pool_budget
+ * of the target: Recreate all, Rolling its maxUnavailable, else a
+ * quarter), so the rest of the pool keeps serving claims meanwhile. It also
+ * writes the definition's status.update (update.c).
+ *
  * A pool whose warm instances fail to start replaces them, but waits
  * before it starts new ones, longer after each pass that met a failure
  * (ctf_pool_backoff_ms): a broken image does not churn namespaces.
@@ -34,6 +41,7 @@
 #include "controller/apply.h"
 #include "controller/observe.h"
 #include "controller/pool.h"
+#include "controller/update.h"
 #include "kop/clock.h"
 
 #define POOL_CREATE_BATCH 20    /* warm instances started per pass */
@@ -86,6 +94,10 @@ typedef struct pool_view {
     int claimed;   /* claimed, not being deleted */
     int failed;    /* failed to start: deleted by this pass */
     json_t *spare; /* names of the unclaimed, not Ready first (the ones to delete first) */
+    /* A change of the definition (update.c): its current version, and how many warm
+     * instances may be replaced at once, and are (counted as the pass goes). */
+    char version[CTF_VERSION_LEN + 1];
+    int budget, replacing;
 } pool_view;
 
 /* warm_flag: the flag a warm instance holds: a static flag, "" for a dynamic one. */
@@ -230,6 +242,19 @@ static int look_at_one(ctf_operator *op, const kop_reconcile *req, const json_t 
         release_warm(op->pool, ns);
         return 0;
     }
+    /* Of an older version: never claimed (claim.c), replaced in place, a few at a time
+     * (v->budget), so the rest of the pool keeps serving meanwhile. */
+    ctf_instance_run run;
+    ctf_update_look(op, ns, &run);
+    bool behind = run.deployments > 0 && !kop_streq(run.version, v->version);
+    bool rolling = run.deployments > 0 && run.rolling;
+    if (behind && v->replacing >= v->budget) {
+        release_warm(op->pool, ns); /* its turn comes when one being replaced is done */
+        v->unclaimed++;
+        json_array_append_new(v->spare, json_string(ns));
+        return 0;
+    }
+    v->replacing += behind || (rolling && !run.mixed);
     /* n was read from the cache right before this (look_at); a claim on the server shows in
      * the Namespace's apply answer, which stops the apply before the flag Secret. */
     kop_err e = apply_warm(op, req, def, ns, id, &o);
@@ -239,9 +264,10 @@ static int look_at_one(ctf_operator *op, const kop_reconcile *req, const json_t 
         return 0;
     }
     *err = *err ? *err : e;
-    bool ok = !o.reason && ctf_instance_ready(op, def, ns, &o);
+    bool ok = !o.reason && !behind && ctf_instance_ready(op, def, ns, &o);
     json_decref(o.endpoints);
-    if (!ok && (o.reason || started_too_long(def, n))) {
+    /* One being replaced has no start timeout; one that cannot start still fails. */
+    if (!ok && (o.reason || (!behind && !rolling && started_too_long(def, n)))) {
         kop_event(op->events,
                   &(kop_event_req){.object = def, .type = KOP_EVENT_WARNING,
                                    .reason = "WarmInstanceFailed", .action = "Replace"},
@@ -520,7 +546,7 @@ kop_result ctf_pool_reconcile(const kop_reconcile *req, void *user)
     json_t *def = NULL;
     ctf_pool_spec spec = {0, 0, false};
     kop_status st;
-    pool_view v = {0, 0, 0, 0, NULL};
+    pool_view v = {0, 0, 0, 0, NULL, "", 0, 0};
     int target = 0, requests = 0, started = 0;
     int64_t wait_ms = 0;
 
@@ -533,10 +559,15 @@ kop_result ctf_pool_reconcile(const kop_reconcile *req, void *user)
     /* pooled: def (still) asks for a pool; without, its warm instances go. */
     bool pooled = def && ctf_validate_definition(def, &st) == KOP_OK &&
                   ctf_pool_parse(def, &spec, &st) == KOP_OK && ctf_pool_enabled(&spec);
+    ctf_update_spec update;
+    if (pooled && (ctf_update_parse(def, &update, &st) != KOP_OK ||
+                   ctf_update_version(def, v.version) != KOP_OK))
+        pooled = false; /* validated above: cannot happen */
     if (pooled) {
         requests = recent_requests(op->pool, key);
         target = ctf_pool_target(&spec, requests);
         retarget(op, def, key, target, requests);
+        v.budget = ctf_update_pool_budget(&update, target);
     }
     kop_err err = look_at(op, req, key, pooled ? def : NULL, &v);
 
@@ -562,9 +593,10 @@ kop_result ctf_pool_reconcile(const kop_reconcile *req, void *user)
                        KOP_LOG_INT("ready", v.ready), KOP_LOG_INT("claimed", v.claimed),
                        KOP_LOG_INT("target", target));
     v.unclaimed += started;
-    /* A definition that never had a pool gets no status written. */
+    /* A definition that never had a pool gets no status.pool written. */
     if (def && (pooled || ctf_get2(def, "status", "pool")))
         report(op, req, def, target, &v);
+    long report_ms = def ? ctf_update_report(op, req, def) : 0; /* on the current version? */
     if (!def)
         forget_pool(op, key, req->namespace, req->name);
     json_decref(v.spare);
@@ -574,10 +606,12 @@ kop_result ctf_pool_reconcile(const kop_reconcile *req, void *user)
     if (wait_ms > 0 && v.unclaimed < target) {
         if (spec.autoscale && wait_ms > POOL_RESYNC_MS)
             wait_ms = POOL_RESYNC_MS; /* the window slides meanwhile */
-        return KOP_REQUEUE_AFTER(wait_ms);
+        return KOP_REQUEUE_AFTER(ctf_min_positive(wait_ms, report_ms));
     }
     if (spec.autoscale)
-        return KOP_REQUEUE_AFTER(POOL_RESYNC_MS);
+        return KOP_REQUEUE_AFTER(ctf_min_positive(POOL_RESYNC_MS, report_ms));
     /* Starting instances wake this through their events; the timer catches a start timeout. */
-    return v.ready < v.unclaimed ? KOP_REQUEUE_AFTER(POOL_RESYNC_MS) : KOP_DONE;
+    if (v.ready < v.unclaimed)
+        return KOP_REQUEUE_AFTER(ctf_min_positive(POOL_RESYNC_MS, report_ms));
+    return report_ms > 0 ? KOP_REQUEUE_AFTER(report_ms) : KOP_DONE;
 }

@@ -52,6 +52,7 @@
 #include "controller/pool.h"
 #include "controller/reconcile.h"
 #include "controller/status.h"
+#include "controller/update.h"
 #include "kop/clock.h"
 
 
@@ -219,6 +220,7 @@ static kop_result finalize(ctf_operator *op, const kop_reconcile *req, json_t *c
 
     char id[CTF_POOL_ID_LEN + 1];
     ctf_applied_forget(op->applied, kop_meta_uid(chal)); /* nothing is applied any more */
+    ctf_update_forget(op, chal);                          /* nor being replaced */
     if (!kop_meta_has_finalizer(chal, CTF_FINALIZER))
         return KOP_DONE;
     instance_namespace(chal, ns, sizeof ns);
@@ -279,9 +281,28 @@ static bool read_flag(ctf_operator *op, const json_t *chal, const json_t *def, c
     return false;
 }
 
-/* apply_instance builds chal's fresh instance and applies it (ctf_apply_built). */
+/*
+ * apply_gated applies children, chal's instance as built, through the
+ * update's gate (update.c: all, or what no version changes, the flag
+ * Secret among it, while the instance keeps its version or waits for its
+ * turn).
+ */
+static kop_err apply_gated(ctf_operator *op, const json_t *chal, const json_t *def,
+                           const char *ns, json_t **children, ctf_update_pass *up,
+                           ctf_observation *o, const kop_reconcile *req, bool *applied)
+{
+    kop_err err = ctf_update_gate(op, chal, def, ns, children, up);
+    if (applied)
+        *applied = false;
+    if (err || json_array_size(*children) == 0)
+        return err;
+    return ctf_apply_built(op, kop_meta_uid(chal), *children, o, req, applied);
+}
+
+/* apply_instance builds chal's own instance (namespace ns) and applies it (apply_gated). */
 static kop_err apply_instance(ctf_operator *op, const json_t *chal, const json_t *def,
-                              const char *flag, ctf_observation *o, const kop_reconcile *req)
+                              const char *ns, const char *flag, ctf_update_pass *up,
+                              ctf_observation *o, const kop_reconcile *req)
 {
     kop_status st;
     json_t *children = NULL;
@@ -290,7 +311,7 @@ static kop_err apply_instance(ctf_operator *op, const json_t *chal, const json_t
         ctf_observe_error(o, "InvalidDefinition", "%s", st.message);
         return KOP_OK;
     }
-    err = ctf_apply_built(op, kop_meta_uid(chal), children, o, req, NULL);
+    err = apply_gated(op, chal, def, ns, &children, up, o, req, NULL);
     json_decref(children);
     return err;
 }
@@ -363,8 +384,8 @@ out:
  * kubelet rewrites /flag/flag now.
  */
 static kop_err apply_pooled(ctf_operator *op, const json_t *chal, const json_t *def, const char *ns,
-                            const char *id, const char *flag, ctf_observation *o,
-                            const kop_reconcile *req)
+                            const char *id, const char *flag, ctf_update_pass *up,
+                            ctf_observation *o, const kop_reconcile *req)
 {
     kop_status st;
     json_t *children = NULL;
@@ -375,8 +396,12 @@ static kop_err apply_pooled(ctf_operator *op, const json_t *chal, const json_t *
         ctf_observe_error(o, "InvalidDefinition", "%s", st.message);
         return KOP_OK;
     }
-    err = apply_claim_delta(op, chal, def, ns, id, children, o, req, &applied);
-    if (!err && !applied && !o->reason)
+    /* A claim takes a warm instance of the current version only (claim.c): the gate lets
+     * its first pass through whole; a later change of the definition may not. */
+    err = ctf_update_gate(op, chal, def, ns, &children, up);
+    if (!err && up->verdict == CTF_UPDATE_APPLY && !up->queued)
+        err = apply_claim_delta(op, chal, def, ns, id, children, o, req, &applied);
+    if (!err && !applied && !o->reason && json_array_size(children) > 0)
         err = ctf_apply_built(op, kop_meta_uid(chal), children, o, req, &applied);
     json_decref(children);
     if (!err && applied && ctf_flag_secret_ref(def, &ignored, &ignored))
@@ -395,6 +420,31 @@ static bool namespace_going(ctf_operator *op, const char *ns)
 }
 
 /*
+ * refresh_definition replaces *def (the cache's) by the definition the
+ * apiserver holds when that is a newer generation and still valid; on a
+ * failed read the cache's stays. The read is a list by name (a quorum
+ * read, with the list the operator's role grants already; no get).
+ */
+static void refresh_definition(const kop_reconcile *req, json_t **def)
+{
+    kop_status st;
+    json_t *list = NULL;
+    char selector[CTF_TEAM_KEY_SIZE];
+    snprintf(selector, sizeof selector, "metadata.name=%s", kop_meta_name(*def));
+    if (kop_list(req->client, &CTF_DEFINITIONS, kop_meta_namespace(*def),
+                 &(kop_list_opts){.field_selector = selector}, &list, &st) == KOP_OK) {
+        json_t *fresh = json_array_get(json_object_get(list, "items"), 0);
+        if (fresh && kop_streq(kop_meta_name(fresh), kop_meta_name(*def)) &&
+            kop_meta_generation(fresh) > kop_meta_generation(*def) &&
+            ctf_validate_definition(fresh, &st) == KOP_OK) {
+            json_decref(*def);
+            *def = json_incref(fresh);
+        }
+    }
+    json_decref(list);
+}
+
+/*
  * place_instance decides where chal's instance lives (ns, id): a warm one
  * it claimed, or its own, with admission.c's ledger told at each step so
  * that the instances counted never exceed --max-instances:
@@ -409,11 +459,18 @@ static bool namespace_going(ctf_operator *op, const char *ns)
  *
  * Refused: o filled, and a pooled Challenge left undecided, so that the
  * pass a freed slot brings tries the pool again.
+ *
+ * A claim reads the definition from the apiserver first (*def replaced by
+ * it when it is newer than the cache's): a claim made right after a change
+ * of the definition, which the cache may not show yet, takes a warm
+ * instance of the new version only (claim.c), and the pass builds it from
+ * the new version too.
  */
 static kop_err place_instance(ctf_operator *op, const kop_reconcile *req, const json_t *chal,
-                              const json_t *def, char *ns, size_t size, char *id, size_t id_size,
+                              json_t **defp, char *ns, size_t size, char *id, size_t id_size,
                               ctf_place *place, ctf_observation *o)
 {
+    const json_t *def = *defp;
     char pool[CTF_TEAM_KEY_SIZE], msg[sizeof o->message];
     *place = ctf_pool_place(op, chal, ns, size, id, id_size);
     if (*place == CTF_PLACE_POOLED) {
@@ -424,6 +481,9 @@ static kop_err place_instance(ctf_operator *op, const kop_reconcile *req, const 
     snprintf(pool, sizeof pool, "%s/%s", kop_meta_namespace(def), kop_meta_name(def));
     if (!admit(op, chal, pooled ? pool : NULL, o) || *place != CTF_PLACE_UNDECIDED)
         return KOP_OK;
+    if (pooled)
+        refresh_definition(req, defp);
+    def = *defp;
     kop_err err = ctf_pool_claim(op, req, chal, def, ns, size, id, id_size, place);
     if (err)
         return err; /* undecided: the next pass claims again, on the slot it holds */
@@ -437,6 +497,23 @@ static kop_err place_instance(ctf_operator *op, const kop_reconcile *req, const 
 }
 
 /* ---- reconcile ------------------------------------------------------------------ */
+
+/*
+ * tell_definition wakes the pool controller's pass of chal's definition,
+ * which counts its instances current, updating and behind (update.c), when
+ * this pass changed what chal counts as.
+ */
+static void tell_definition(ctf_operator *op, const json_t *chal, const ctf_observation *o)
+{
+    const char *was = ctf_str2(chal, "status", "currentStatus");
+    json_int_t gen = json_integer_value(ctf_get2(chal, "status", "definitionGeneration"));
+    if (!op->pool || (kop_streq(was, o->phase) && (o->generation == 0 || o->generation == gen)))
+        return;
+    if (kop_streq(was, CTF_STATUS_UPDATING) || kop_streq(o->phase, CTF_STATUS_UPDATING) ||
+        (o->generation > 0 && o->generation != gen))
+        kop_controller_enqueue(op->pool->ctl, kop_meta_namespace(chal),
+                               ctf_str2(chal, "spec", "definition"));
+}
 
 /*
  * expire deletes an expired Challenge, but only the version the cache
@@ -479,6 +556,7 @@ kop_result ctf_reconcile(const kop_reconcile *req, void *user)
     char ns[64] = "", id[CTF_POOL_ID_LEN + 1] = "";
     ctf_place place = CTF_PLACE_UNDECIDED;
     ctf_observation o = {.phase = CTF_STATUS_PENDING};
+    ctf_update_pass up = {.verdict = CTF_UPDATE_APPLY};
     time_t expires = 0;
     kop_result res = KOP_DONE;
     bool waiting = false; /* children applied, Running pending */
@@ -527,7 +605,7 @@ kop_result ctf_reconcile(const kop_reconcile *req, void *user)
         ctf_observe_error(&o, "InvalidDefinition", "cannot name the instance's namespace");
         goto status;
     }
-    if (place_instance(op, req, chal, def, ns, sizeof ns, id, sizeof id, &place, &o) != KOP_OK) {
+    if (place_instance(op, req, chal, &def, ns, sizeof ns, id, sizeof id, &place, &o) != KOP_OK) {
         res = KOP_RETRY;
         goto out;
     }
@@ -543,7 +621,7 @@ kop_result ctf_reconcile(const kop_reconcile *req, void *user)
         }
         if (!read_flag(op, chal, def, &flag, &o))
             goto status;
-        if (apply_pooled(op, chal, def, ns, id, flag, &o, req) != KOP_OK) {
+        if (apply_pooled(op, chal, def, ns, id, flag, &up, &o, req) != KOP_OK) {
             res = KOP_RETRY;
             goto out;
         }
@@ -569,16 +647,20 @@ kop_result ctf_reconcile(const kop_reconcile *req, void *user)
     }
     if (!read_flag(op, chal, def, &flag, &o))
         goto status;
-    if (apply_instance(op, chal, def, flag, &o, req) != KOP_OK) {
+    if (apply_instance(op, chal, def, ns, flag, &up, &o, req) != KOP_OK) {
         res = KOP_RETRY;
         goto out;
     }
 observe:
     if (!o.reason) {
         long expiry_ms = o.requeue_ms;
+        if (up.replacing)
+            o.phase = CTF_STATUS_UPDATING; /* being replaced by the new version (update.c) */
         ctf_observe_instance(op, chal, def, ns, &o);
+        ctf_update_observed(chal, def, &up, &o);
         o.requeue_ms = ctf_min_positive(o.requeue_ms, expiry_ms);
-        waiting = !o.reason && strcmp(o.phase, CTF_STATUS_PENDING) == 0;
+        waiting = !o.reason && (strcmp(o.phase, CTF_STATUS_PENDING) == 0 ||
+                                strcmp(o.phase, CTF_STATUS_UPDATING) == 0);
     }
 
 status:
@@ -587,6 +669,8 @@ status:
     else if (o.requeue_ms > 0)
         res = waiting ? KOP_REQUEUE_AFTER_PRIORITY(o.requeue_ms, CTF_PRIORITY_READINESS)
                       : KOP_REQUEUE_AFTER(o.requeue_ms);
+    if (err == KOP_OK)
+        tell_definition(op, chal, &o);
 out:
     if (flag) {
         OPENSSL_cleanse(flag, strlen(flag));

@@ -91,9 +91,9 @@ static void count_by_status(void *user)
 {
     ctf_operator *op = user;
     static const char *const phases[] = {
-        "None",           CTF_STATUS_PENDING,     CTF_STATUS_RUNNING,
+        "None",           CTF_STATUS_PENDING,     CTF_STATUS_RUNNING, CTF_STATUS_UPDATING,
         CTF_STATUS_ERROR, CTF_STATUS_TERMINATING, CTF_STATUS_DELETED};
-    double n[6] = {0};
+    double n[CTF_LEN(phases)] = {0};
     json_t *all = NULL, *c;
     size_t i;
     if (kop_informer_list(op->challenges, NULL, &all))
@@ -102,13 +102,13 @@ static void count_by_status(void *user)
     {
         const char *p = ctf_str2(c, "status", "currentStatus");
         size_t k = 0;
-        for (size_t j = 1; p && j < 6; j++)
+        for (size_t j = 1; p && j < CTF_LEN(phases); j++)
             if (strcmp(p, phases[j]) == 0)
                 k = j;
         n[k]++;
     }
     json_decref(all);
-    for (size_t j = 0; j < 6; j++) {
+    for (size_t j = 0; j < CTF_LEN(phases); j++) {
         const char *labels[] = {phases[j], NULL};
         kop_metric_set(op->instances, labels, n[j]);
     }
@@ -155,6 +155,8 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
         err = ctf_admission_new(op->max_per_team, op->max_instances, &op->admission);
     if (!err)
         err = ctf_applied_new(&op->applied);
+    if (!err)
+        err = ctf_rollout_new(&op->rollout);
     if (!err) {
         kop_informer_handler h = ctf_admission_handler(op->admission);
         err = kop_informer_add_handler(op->challenges, &h);

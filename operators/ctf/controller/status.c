@@ -49,6 +49,12 @@ static json_t *desired_status(const json_t *chal, const ctf_observation *o, cons
     json_object_set_new(status, "observedGeneration", json_integer(gen));
     if (ns && ns[0])
         json_object_set_new(status, "namespace", json_string(ns));
+    if (o->generation > 0)
+        json_object_set_new(status, "definitionGeneration", json_integer(o->generation));
+    if (o->version[0])
+        json_object_set_new(status, "definitionVersion", json_string(o->version));
+    if (o->updated && ctf_format_time(time(NULL), ts) == KOP_OK)
+        json_object_set_new(status, "updatedAt", json_string(ts));
     if (expires > 0 && ctf_format_time(expires, ts) == KOP_OK)
         json_object_set_new(status, "expiresAt", json_string(ts));
     bool running = strcmp(o->phase, CTF_STATUS_RUNNING) == 0;
@@ -60,11 +66,14 @@ static json_t *desired_status(const json_t *chal, const ctf_observation *o, cons
         ctf_format_time(time(NULL), ts) == KOP_OK)
         json_object_set_new(status, "startedAt", json_string(ts));
     bool error = strcmp(o->phase, CTF_STATUS_ERROR) == 0;
-    bool pending = strcmp(o->phase, CTF_STATUS_PENDING) == 0;
+    bool pending = strcmp(o->phase, CTF_STATUS_PENDING) == 0 ||
+                   strcmp(o->phase, CTF_STATUS_UPDATING) == 0;
     const char *why = o->reason ? o->reason : o->phase;
     set_condition(status, "Ready", running, running ? "InstanceRunning" : why, o->message, gen);
-    set_condition(status, "Progressing", pending, pending ? "InstanceStarting" : why, o->message,
-                  gen);
+    set_condition(status, "Progressing", pending,
+                  !pending ? why : strcmp(o->phase, CTF_STATUS_UPDATING) == 0 ? "InstanceUpdating"
+                                                                   : "InstanceStarting",
+                  o->message, gen);
     set_condition(status, "Degraded", error, error ? why : "AsExpected", o->message, gen);
     return status;
 }
@@ -74,7 +83,8 @@ static bool status_equal(const json_t *a, const json_t *b)
 {
     static const char *const fields[] = {
         "currentStatus", "reason",    "message",   "namespace",
-        "endpoints",     "expiresAt", "startedAt", "observedGeneration"};
+        "endpoints",     "expiresAt", "startedAt", "observedGeneration",
+        "definitionGeneration", "definitionVersion", "updatedAt"};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         json_t *x = json_object_get(a, fields[i]), *y = json_object_get(b, fields[i]);
         if (json_is_null(x))
@@ -129,15 +139,19 @@ kop_err ctf_write_status(ctf_operator *op, const kop_reconcile *req, const json_
         goto out;
     }
     const char *was = old ? json_string_value(json_object_get(old, "currentStatus")) : NULL;
-    if (!was || strcmp(was, o->phase) != 0) {
+    if (!was || strcmp(was, o->phase) != 0 || o->updated) {
         bool bad = strcmp(o->phase, CTF_STATUS_ERROR) == 0;
+        /* Back Running from an update: the Event says so (update.c). */
+        const char *reason = o->reason          ? o->reason
+                             : o->updated       ? "Updated"
+                                                : o->phase;
         kop_logger_log(req->log, bad ? KOP_LOG_WARN : KOP_LOG_INFO, "instance status",
                        KOP_LOG_STR("status", o->phase), KOP_LOG_STR("reason", o->reason),
                        KOP_LOG_STR("message", o->message));
         kop_event(op->events,
                   &(kop_event_req){.object = chal,
                                    .type = bad ? KOP_EVENT_WARNING : KOP_EVENT_NORMAL,
-                                   .reason = o->reason ? o->reason : o->phase, .action = o->phase},
+                                   .reason = reason, .action = o->phase},
                   "%s%s%s", o->phase, o->message[0] ? ": " : "", o->message);
         if (strcmp(o->phase, CTF_STATUS_RUNNING) == 0 && !ctf_str2(chal, "status", "startedAt"))
             kop_metric_observe(op->ready_seconds, NULL, difftime(time(NULL), ctf_created_at(chal)));

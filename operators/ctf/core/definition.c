@@ -19,6 +19,7 @@
 #include "core/json.h"
 #include "core/names.h"
 #include "core/pool.h"
+#include "core/update.h"
 
 /* The volume sources restricted Pod Security allows. */
 static const char *const VOLUME_SOURCES[] = {
@@ -384,5 +385,7 @@ kop_err ctf_validate_definition(const json_t *def, kop_status *st)
         err = check_settings(spec, st);
     if (!err)
         err = ctf_pool_parse(def, NULL, st);
+    if (!err)
+        err = ctf_update_parse(def, NULL, st);
     return err;
 }

@@ -34,7 +34,7 @@
  *  - flag: not both static and dynamic, static non-empty, dynamic with a
  *    secretRef name; lifetime and startTimeout parse, are positive, default
  *    <= max; network.egress None or Internet; security and resources well
- *    formed (quantities).
+ *    formed (quantities); spec.update well formed (core/update.h).
  * Returns KOP_OK, or KOP_EINVAL with one sentence naming the field in
  * st->message and st->reason CTF_REASON_INVALID_DEFINITION. st may be NULL.
  */

@@ -66,18 +66,49 @@ kop_err ctf_secret_value(const json_t *secret, const char *key, unsigned char **
     return KOP_OK;
 }
 
+/* dyn_affixes reads a dynamic flag's prefix and suffix (their defaults when unset). */
+static void dyn_affixes(const json_t *dyn, const char **prefix, const char **suffix)
+{
+    const json_t *p = json_object_get(dyn, "prefix"), *s = json_object_get(dyn, "suffix");
+    *prefix = json_is_string(p) ? json_string_value(p) : PREFIX_DEFAULT;
+    *suffix = json_is_string(s) ? json_string_value(s) : SUFFIX_DEFAULT;
+}
+
+/*
+ * hmac_hex writes the first FLAG_HEX_LEN hex digits of
+ * HMAC-SHA256(key, "def:team") and a NUL into hex. msg is scratch of
+ * msg_size bytes. False when the message does not fit or OpenSSL fails.
+ */
+static bool hmac_hex(const unsigned char *key, size_t key_len, const char *definition,
+                     const char *team, char *msg, size_t msg_size, char hex[FLAG_HEX_LEN + 1])
+{
+    static const char digits[] = "0123456789abcdef";
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    int n = snprintf(msg, msg_size, "%s:%s", definition, team);
+    bool ok = n > 0 && (size_t)n < msg_size &&
+              HMAC(EVP_sha256(), key, (int)key_len, (const unsigned char *)msg, (size_t)n, md,
+                   &mdlen) &&
+              mdlen >= FLAG_HEX_LEN / 2;
+    for (size_t i = 0; ok && i < FLAG_HEX_LEN / 2; i++) {
+        hex[2 * i] = digits[md[i] >> 4];
+        hex[2 * i + 1] = digits[md[i] & 15];
+    }
+    hex[ok ? FLAG_HEX_LEN : 0] = '\0';
+    OPENSSL_cleanse(md, sizeof md);
+    return ok;
+}
+
 /* dynamic_flag computes prefix + hex(HMAC-SHA256(key, "def:team"))[0:32] + suffix. */
 static kop_err dynamic_flag(const json_t *dyn, const char *definition, const char *team,
                             const unsigned char *key, size_t key_len, char **out, kop_status *st)
 {
-    const json_t *p = json_object_get(dyn, "prefix"), *s = json_object_get(dyn, "suffix");
-    const char *prefix = json_is_string(p) ? json_string_value(p) : PREFIX_DEFAULT;
-    const char *suffix = json_is_string(s) ? json_string_value(s) : SUFFIX_DEFAULT;
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
+    const char *prefix, *suffix;
+    char hex[FLAG_HEX_LEN + 1];
     char *msg = NULL;
     kop_err err = KOP_ENOMEM;
 
+    dyn_affixes(dyn, &prefix, &suffix);
     if (!ctf_nonempty(definition) || !ctf_nonempty(team)) {
         kop_status_setf(st, 0, NULL, "A dynamic flag needs the definition and the team.");
         return KOP_EINVAL;
@@ -86,27 +117,20 @@ static kop_err dynamic_flag(const json_t *dyn, const char *definition, const cha
         kop_status_setf(st, 0, NULL, "The HMAC key of the dynamic flag is empty.");
         return KOP_EINVAL;
     }
-    size_t msg_len = strlen(definition) + 1 + strlen(team);
-    msg = malloc(msg_len + 1);
-    if (!msg)
-        goto out;
-    snprintf(msg, msg_len + 1, "%s:%s", definition, team);
-    if (!HMAC(EVP_sha256(), key, (int)key_len, (const unsigned char *)msg, msg_len, md, &mdlen) ||
-        mdlen < FLAG_HEX_LEN / 2)
+    size_t msg_size = strlen(definition) + 1 + strlen(team) + 1;
+    msg = malloc(msg_size);
+    if (!msg || !hmac_hex(key, key_len, definition, team, msg, msg_size, hex))
         goto out;
 
     size_t size = strlen(prefix) + FLAG_HEX_LEN + strlen(suffix) + 1;
     char *flag = malloc(size);
     if (!flag)
         goto out;
-    size_t n = (size_t)snprintf(flag, size, "%s", prefix);
-    for (size_t i = 0; i < FLAG_HEX_LEN / 2; i++, n += 2)
-        snprintf(flag + n, size - n, "%02x", md[i]);
-    snprintf(flag + n, size - n, "%s", suffix);
+    snprintf(flag, size, "%s%s%s", prefix, hex, suffix);
     *out = flag;
     err = KOP_OK;
 out:
-    OPENSSL_cleanse(md, sizeof md);
+    OPENSSL_cleanse(hex, sizeof hex);
     free(msg);
     if (err == KOP_ENOMEM)
         kop_status_setf(st, 0, NULL, "Computing the dynamic flag failed.");
@@ -132,4 +156,52 @@ kop_err ctf_flag(const json_t *def, const char *definition_name, const char *tea
     if (json_is_object(dyn))
         return dynamic_flag(dyn, definition_name, team, key, key_len, out, st);
     return KOP_OK; /* no flag: the challenge prints its own */
+}
+
+/*
+ * ctf_flag_owner: a dynamic flag is prefix + 32 hex digits + suffix, so a
+ * submission is first cut into those three parts; one of another length or
+ * with other affixes is nobody's flag. Then each team's 32 digits are
+ * computed into one stack buffer and compared with CRYPTO_memcmp, and the
+ * match (if any) is remembered without leaving the loop.
+ */
+kop_err ctf_flag_owner(const json_t *def, const char *definition_name, const char *const *teams,
+                       size_t n, const char *submission, const unsigned char *key, size_t key_len,
+                       size_t *owner, kop_status *st)
+{
+    const json_t *dyn = ctf_get2(json_object_get(def, "spec"), "flag", "dynamic");
+    const char *prefix, *suffix;
+    char msg[512], hex[FLAG_HEX_LEN + 1];
+    kop_err err = KOP_OK;
+
+    if (!owner || !submission || (n && !teams))
+        return KOP_EINVAL;
+    *owner = CTF_FLAG_NO_OWNER;
+    if (!json_is_object(dyn))
+        return KOP_OK; /* static or none: the same for everyone, never attributed */
+    if (!ctf_nonempty(definition_name) || !key || key_len == 0 || key_len > (size_t)INT32_MAX) {
+        kop_status_setf(st, 0, NULL, "The HMAC key of the dynamic flag is empty.");
+        return KOP_EINVAL;
+    }
+    dyn_affixes(dyn, &prefix, &suffix);
+    size_t pl = strlen(prefix), sl = strlen(suffix), len = strlen(submission);
+    if (len != pl + FLAG_HEX_LEN + sl || memcmp(submission, prefix, pl) != 0 ||
+        memcmp(submission + pl + FLAG_HEX_LEN, suffix, sl) != 0)
+        return KOP_OK;
+    const char *digits = submission + pl;
+    for (size_t i = 0; i < n; i++) {
+        if (!ctf_nonempty(teams[i]))
+            continue;
+        if (!hmac_hex(key, key_len, definition_name, teams[i], msg, sizeof msg, hex)) {
+            err = KOP_ENOMEM; /* a name over 500 bytes is no DNS name: only OpenSSL fails here */
+            kop_status_setf(st, 0, NULL, "Computing the dynamic flag failed.");
+            break;
+        }
+        bool same = CRYPTO_memcmp(hex, digits, FLAG_HEX_LEN) == 0;
+        *owner = same ? i : *owner;
+    }
+    OPENSSL_cleanse(hex, sizeof hex);
+    if (err)
+        *owner = CTF_FLAG_NO_OWNER;
+    return err;
 }

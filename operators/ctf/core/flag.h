@@ -60,4 +60,23 @@ KOP_NODISCARD kop_err ctf_flag(const json_t *def, const char *definition_name, c
                                const unsigned char *key, size_t key_len, char **out,
                                kop_status *st);
 
+/* CTF_FLAG_NO_OWNER: ctf_flag_owner found no team whose flag the submission is. */
+#define CTF_FLAG_NO_OWNER ((size_t)-1)
+
+/*
+ * ctf_flag_owner tells whose dynamic flag of def a submission is, for flag
+ * attribution: *owner is the index in teams[0..n) of the team whose flag
+ * submission equals, or CTF_FLAG_NO_OWNER. Only a dynamic flag is ever
+ * attributed: a static flag (the same for every team) or none gives KOP_OK
+ * and no owner. Every team's flag is computed (HMAC-SHA256, on the stack,
+ * cleansed) and compared in constant time, with no early exit, so the time
+ * depends on n and not on which team matched; a submission whose length no
+ * dynamic flag of def has matches nobody, and then no HMAC is computed.
+ * Errors as ctf_flag (KOP_EINVAL without a key, KOP_ENOMEM).
+ */
+KOP_NODISCARD kop_err ctf_flag_owner(const json_t *def, const char *definition_name,
+                                     const char *const *teams, size_t n, const char *submission,
+                                     const unsigned char *key, size_t key_len, size_t *owner,
+                                     kop_status *st);
+
 #endif /* CTF_CORE_FLAG_H */

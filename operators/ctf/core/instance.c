@@ -48,6 +48,8 @@ struct inst {
     json_t *claim_labels;     /* a claimed warm instance: ctf_instance_labels, owned */
     ctf_flag_delivery flag;   /* how the pods see the flag */
     char ns[CTF_NAMESPACE_SIZE];
+    char version[CTF_VERSION_LEN + 1]; /* the definition's version (core/update.h) */
+    char generation[24];               /* and its metadata.generation, in decimal */
 };
 
 /* labels_for returns a new copy of the instance labels, plus ctf.kopc.io/pod when pod is set. */
@@ -256,7 +258,20 @@ static json_t *deployment_object(const struct inst *in, const json_t *pod)
                              replicas ? json_integer_value(replicas) : (json_int_t)1, "selector",
                              "matchLabels", CTF_LABEL_POD, name, "template", "metadata", "labels",
                              labels_for(in, name), "spec", tmpl);
-    return object("apps/v1", "Deployment", meta(in, name, name), "spec", spec);
+    /* Which version of the definition this Deployment runs (core/update.h): on its
+     * metadata only, so that writing it restarts nothing. */
+    json_t *md = meta(in, name, name);
+    if (md && json_object_set_new(md, "annotations",
+                                  json_pack("{s:s, s:s}", CTF_ANNOTATION_VERSION, in->version,
+                                            CTF_ANNOTATION_GENERATION, in->generation)) != 0) {
+        json_decref(md);
+        md = NULL;
+    }
+    if (!md) {
+        json_decref(spec);
+        return NULL;
+    }
+    return object("apps/v1", "Deployment", md, "spec", spec);
 }
 
 static json_t *service_object(const struct inst *in, const json_t *expose)
@@ -391,12 +406,15 @@ static bool children(const struct inst *in, const char *flag, json_t *out)
     return ok;
 }
 
-/* build makes every object of the instance in describes; in->labels is freed. */
-static kop_err build(struct inst *in, const char *flag, json_t **out, kop_status *st)
+/* build makes every object of the instance in describes (from def); in->labels is freed. */
+static kop_err build(struct inst *in, const json_t *def, const char *flag, json_t **out,
+                     kop_status *st)
 {
     json_t *list = json_array();
     kop_err err = KOP_OK;
-    if (!list || !in->labels || !children(in, flag, list)) {
+    snprintf(in->generation, sizeof in->generation, "%lld", (long long)kop_meta_generation(def));
+    if (!list || !in->labels || ctf_update_version(def, in->version) != KOP_OK ||
+        !children(in, flag, list)) {
         kop_status_setf(st, 0, NULL, "Out of memory building the instance.");
         err = KOP_ENOMEM;
         json_decref(list);
@@ -431,7 +449,7 @@ kop_err ctf_build_children(const ctf_config *cfg, const json_t *def, const json_
         json_decref(in.labels);
         return err;
     }
-    return build(&in, flag, out, st);
+    return build(&in, def, flag, out, st);
 }
 
 /* ---- warm pools ----------------------------------------------------------- */
@@ -474,7 +492,7 @@ kop_err ctf_build_pooled_children(const ctf_config *cfg, const json_t *def, cons
         return err;
     }
     in.labels = pool_labels(def, id);
-    return build(&in, flag, out, st);
+    return build(&in, def, flag, out, st);
 }
 
 /* ---- endpoints ---------------------------------------------------------- */

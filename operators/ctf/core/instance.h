@@ -29,6 +29,7 @@
 #include "core/flag.h"
 #include "core/names.h"
 #include "core/pod.h"
+#include "core/update.h"
 
 /*
  * ctf_build_children returns in *out a new array of every object of the
@@ -41,10 +42,11 @@
  *   Service named after each pod with every port its containers declare
  *   (unless the pod declares none, or an exposure has the pod's name), so
  *   the pods of an instance reach each other by name; an Ingress per HTTP
- *   exposure when cfg->ingress_domain is set. Every container without a
- *   readinessProbe gets a TCP one (every CTF_PROBE_PERIOD_S) on the port it
- *   is exposed on, else on its first declared TCP port, so that Ready means
- *   the program accepts connections.
+ *   exposure when cfg->ingress_domain is set. Each Deployment is annotated
+ *   with the definition's version and generation (core/update.h). Every
+ *   container without a readinessProbe gets a TCP one (every
+ *   CTF_PROBE_PERIOD_S) on the port it is exposed on, else on its first
+ *   declared TCP port, so that Ready means the program accepts connections.
  * def is the ChallengeDefinition (validated here with
  * ctf_validate_definition), challenge the Challenge (see
  * ctf_instance_labels; its metadata.uid, when present, is annotated on the

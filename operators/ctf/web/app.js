@@ -14,6 +14,11 @@
  * once only if the stream has said nothing newer about that challenge since
  * the write was sent, so a late answer never undoes a newer event.
  *
+ * Signed in with the admin token, the page has a second mode, the
+ * organizer's console: every team's instances from the admin stream
+ * (GET /api/v1/admin/events), filtered and sorted, with stop and extend
+ * per instance and stop-all per team or challenge, each confirmed.
+ *
  * Server strings are only ever put in the page as text (textContent), never
  * as HTML. See docs/api.md for the API.
  */
@@ -27,6 +32,9 @@
   const BACKOFF_MIN_MS = 1000;
   const BACKOFF_MAX_MS = 30000;
   const WARN_SECONDS = 300; // countdown turns to a warning, announced once
+
+  // The start of an instance's message once the organizers updated it.
+  const UPDATED_NOTICE = 'updated to the new version';
 
   const STATE_LABELS = {
     Stopped: 'Not running',
@@ -171,6 +179,7 @@
     show('session', true);
     $('team-name').textContent = '(none yet)';
     show('switch-team', false);
+    show('open-console', false);
     show('pick-team', true);
     $('team-input').focus();
   }
@@ -204,7 +213,8 @@
       return;
     }
     const team = localStorage.getItem(TEAM_KEY);
-    if (team && TEAM_RE.test(team)) openBoard(team);
+    if (team === CONSOLE) openConsole();
+    else if (team && TEAM_RE.test(team)) openBoard(team);
     else showPickTeam();
   }
 
@@ -223,6 +233,7 @@
     state.retrying.clear();
     state.backoff = BACKOFF_MIN_MS;
     $('challenges').replaceChildren();
+    closeConsole();
   }
 
   function signOut(message) {
@@ -253,6 +264,7 @@
     show('pick-team', false);
     show('session', true);
     show('switch-team', state.admin);
+    show('open-console', state.admin);
     $('team-name').textContent = team;
     show('board', true);
     show('loading', true);
@@ -326,6 +338,9 @@
     const after = stateOf(name);
     // Changes are read out, but not what the page finds when it loads.
     if (before !== after && cardOf(name)) announce(`${titleOf(name)}: ${describeState(name)}`);
+    if (fromStream && before === 'Starting' && after === 'Running' && updatedNotice(inst) && cardOf(name)) {
+      announce(`${titleOf(name)}: updated to the new version.`);
+    }
     if (after !== 'Stopped' && !state.challenges.some((c) => c.name === name)) refreshChallenges();
     renderCard(name);
     maybeRecreate(name);
@@ -529,6 +544,7 @@
     const nodes = [stateLine(s, retrying, inst)];
     if (s === 'Error' && inst) nodes.push(errorBox(inst));
     if (s === 'Running' && inst) nodes.push(endpointList(inst.endpoints || []), expiryLine(inst));
+    if (s === 'Running' && updatedNotice(inst)) nodes.push(updatedNotice(inst));
     nodes.push(actionRow(name, s, inst, retrying));
     return nodes;
   }
@@ -540,6 +556,16 @@
       el('span', { class: `badge state-${s.toLowerCase()}${busy ? ' busy' : ''}` }, label));
     if (s === 'Starting' && inst && inst.message) line.append(' ', el('span', { class: 'muted' }, inst.message));
     return line;
+  }
+
+  // updatedNotice(inst): the organizers replaced a running instance with a
+  // new version of the challenge (its message says so, see docs/api.md):
+  // same address, flag and time left, but whatever the team did in it is gone.
+  function updatedNotice(inst) {
+    if (!inst || typeof inst.message !== 'string' || !inst.message.startsWith(UPDATED_NOTICE)) return null;
+    return el('p', { class: 'notice', 'data-notice': 'updated' },
+      'Updated to the new version of this challenge: same address, flag and time left; ',
+      'anything stored in the old instance is gone.');
   }
 
   function errorBox(inst) {
@@ -698,6 +724,25 @@
     };
   }
 
+  // readEventStream(path, onEvent, signal, onChunk): GET an event stream and
+  // feed it to an sseParser until it ends; onChunk() on every chunk read (the
+  // callers' staleness clocks). Throws an ApiError for a refused request.
+  async function readEventStream(path, onEvent, signal, onChunk) {
+    const res = await fetch(path, {
+      headers: authHeaders({ Accept: 'text/event-stream' }), cache: 'no-store', signal,
+    });
+    if (!res.ok) throw await errorFrom(res);
+    const push = sseParser(onEvent);
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      onChunk();
+      push(decoder.decode(value, { stream: true }));
+    }
+  }
+
   function onStreamEvent(type, data) {
     let msg;
     try {
@@ -727,19 +772,9 @@
     }, 5000);
     let why = 'the stream ended';
     try {
-      const res = await fetch(`/api/v1${teamPath('/events')}`, {
-        headers: authHeaders({ Accept: 'text/event-stream' }), cache: 'no-store', signal: ctl.signal,
-      });
-      if (!res.ok) throw await errorFrom(res);
-      const push = sseParser(onStreamEvent);
-      const reader = res.body.getReader();
-      const decoder = new TextDecoder();
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
+      await readEventStream(`/api/v1${teamPath('/events')}`, onStreamEvent, ctl.signal, () => {
         last = Date.now();
-        push(decoder.decode(value, { stream: true }));
-      }
+      });
     } catch (err) {
       if (session !== state.session) return;
       if (err instanceof ApiError) {
@@ -763,6 +798,355 @@
     state.backoff = Math.min(state.backoff * 2, BACKOFF_MAX_MS);
     setLive('retrying', `Reconnecting in ${Math.round(delay / 1000)} s (${why})…`);
     window.setTimeout(() => openStream(session), delay);
+  }
+
+  /* ---------- the organizer's console (admin token) ---------- */
+
+  // The console lists every team's instances from GET /api/v1/admin/instances,
+  // then keeps them live from the admin stream (GET /api/v1/admin/events): its
+  // snapshot replaces the list, each instance event replaces one row (a
+  // Stopped one removes it). A row's element is kept until its Instance
+  // changes (compared as text without secondsLeft, so a snapshot that repeats
+  // what is shown rebuilds nothing), so a render builds only the rows that changed; renders caused by
+  // the stream come at most every RENDER_MS (a CTF's first minute brings
+  // thousands of changes), those caused by the organizer at the next frame;
+  // the age and time-left cells are updated in place every second. Every
+  // action asks for confirmation first.
+
+  const CONSOLE = '-console'; // stored as the "team" an admin acts for: no team has this name
+  const RENDER_MS = 250; // the stream re-renders the table at most this often
+  const SORTS = {
+    team: (i) => i.team,
+    challenge: (i) => i.challenge,
+    state: (i) => i.state,
+    age: (i) => -(Date.parse(i.createdAt || '') || 0),
+    left: (i) => Date.parse(i.expiresAt || '') || Infinity,
+    endpoint: (i) => ((i.endpoints && i.endpoints[0] && i.endpoints[0].address) || ''),
+  };
+
+  const desk = {
+    rows: new Map(), // "team/challenge" -> Instance
+    trs: new Map(), // "team/challenge" -> {inst, key, tr}: the row element built for that Instance
+    rendered: 0, // when the table was last rendered (performance.now())
+    timer: 0, // a pending throttled render, or 0
+    limits: null, // {maxInstances, maxInstancesPerTeam}
+    sort: { key: 'team', dir: 1 },
+    frame: 0, // a pending requestAnimationFrame, or 0
+    stream: null, // AbortController of the admin stream
+  };
+
+  const rowKey = (i) => `${i.team}/${i.challenge}`;
+  // viewKey(i): what of an Instance a row shows, as text (secondsLeft is the clock's).
+  const viewKey = (i) => {
+    const { secondsLeft, ...shown } = i;
+    return JSON.stringify(shown);
+  };
+
+  function openConsole() {
+    reset();
+    const session = state.session;
+    localStorage.setItem(TEAM_KEY, CONSOLE);
+    show('sign-in', false);
+    show('pick-team', false);
+    show('board', false);
+    show('session', true);
+    $('team-name').textContent = '(organizer)';
+    show('switch-team', true);
+    show('open-console', false);
+    show('console', true);
+    setConsoleLive('connecting', 'Connecting…');
+    loadConsole(session);
+  }
+
+  function closeConsole() {
+    if (desk.stream) desk.stream.abort();
+    desk.stream = null;
+    desk.rows.clear();
+    desk.trs.clear();
+    if (desk.frame) window.cancelAnimationFrame(desk.frame);
+    if (desk.timer) window.clearTimeout(desk.timer);
+    desk.frame = 0;
+    desk.timer = 0;
+    $('console-rows').replaceChildren();
+    show('console', false);
+  }
+
+  function setConsoleLive(mode, text) {
+    const live = $('console-live');
+    live.dataset.live = mode;
+    live.textContent = text;
+  }
+
+  async function loadConsole(session) {
+    let all;
+    try {
+      all = await api('GET', '/admin/instances');
+    } catch (err) {
+      if (session !== state.session) return;
+      failed(err);
+      if (err.status !== 401 && err.status !== 403) {
+        window.setTimeout(() => { if (session === state.session) loadConsole(session); }, 5000);
+      }
+      return;
+    }
+    if (session !== state.session) return;
+    desk.limits = all.limits || null;
+    replaceRows(all.instances || []);
+    openAdminStream(session);
+  }
+
+  function replaceRows(list) {
+    desk.rows.clear();
+    for (const i of list) desk.rows.set(rowKey(i), i);
+    for (const key of [...desk.trs.keys()]) if (!desk.rows.has(key)) desk.trs.delete(key);
+    scheduleRender(true);
+  }
+
+  function onAdminEvent(type, data) {
+    let msg;
+    try {
+      msg = JSON.parse(data);
+    } catch (_) {
+      return;
+    }
+    if (type === 'snapshot') {
+      replaceRows(msg.instances || []);
+      state.backoff = BACKOFF_MIN_MS;
+      setConsoleLive('live', 'Live');
+    } else if (type === 'instance' && msg.team && msg.challenge) {
+      if (msg.state === 'Stopped') {
+        desk.rows.delete(rowKey(msg));
+        desk.trs.delete(rowKey(msg));
+      } else {
+        desk.rows.set(rowKey(msg), msg);
+      }
+      scheduleRender(false);
+    }
+  }
+
+  // openAdminStream(session): as openStream, on the admin stream.
+  async function openAdminStream(session) {
+    if (session !== state.session) return;
+    const ctl = new AbortController();
+    desk.stream = ctl;
+    let last = Date.now();
+    const watchdog = window.setInterval(() => {
+      if (Date.now() - last > STALE_MS) ctl.abort();
+    }, 5000);
+    let why = 'the stream ended';
+    try {
+      await readEventStream('/api/v1/admin/events', onAdminEvent, ctl.signal, () => {
+        last = Date.now();
+      });
+    } catch (err) {
+      if (session !== state.session) return;
+      if (err instanceof ApiError) {
+        if (err.status === 401 || err.status === 403) {
+          failed(err);
+          return;
+        }
+        why = err.message;
+      } else {
+        why = ctl.signal.aborted ? 'no heartbeat' : 'the connection dropped';
+      }
+    } finally {
+      window.clearInterval(watchdog);
+    }
+    if (session !== state.session) return;
+    const delay = Math.max(state.backoff, state.retryMs);
+    state.backoff = Math.min(state.backoff * 2, BACKOFF_MAX_MS);
+    setConsoleLive('retrying', `Reconnecting in ${Math.round(delay / 1000)} s (${why})…`);
+    window.setTimeout(() => openAdminStream(session), delay);
+  }
+
+  // scheduleRender(now): render at the next frame (now: the organizer did
+  // something), or no sooner than RENDER_MS after the last render.
+  function scheduleRender(now) {
+    if (desk.frame) return;
+    const wait = now ? 0 : desk.rendered + RENDER_MS - performance.now();
+    if (wait > 0) {
+      if (!desk.timer) {
+        desk.timer = window.setTimeout(() => {
+          desk.timer = 0;
+          scheduleRender(true);
+        }, wait);
+      }
+      return;
+    }
+    if (desk.timer) window.clearTimeout(desk.timer);
+    desk.timer = 0;
+    desk.frame = window.requestAnimationFrame(() => {
+      desk.frame = 0;
+      desk.rendered = performance.now();
+      renderConsole();
+    });
+  }
+
+  function filters() {
+    return {
+      team: $('filter-team').value.trim().toLowerCase(),
+      challenge: $('filter-challenge').value.trim().toLowerCase(),
+      state: $('filter-state').value,
+    };
+  }
+
+  function shownRows() {
+    const f = filters();
+    const list = [];
+    for (const i of desk.rows.values()) {
+      if (f.team && !i.team.includes(f.team)) continue;
+      if (f.challenge && !i.challenge.includes(f.challenge)) continue;
+      if (f.state && i.state !== f.state) continue;
+      list.push(i);
+    }
+    const by = SORTS[desk.sort.key];
+    const dir = desk.sort.dir;
+    list.sort((a, b) => {
+      const x = by(a);
+      const y = by(b);
+      if (x < y) return -dir;
+      if (x > y) return dir;
+      return rowKey(a) < rowKey(b) ? -1 : 1;
+    });
+    return list;
+  }
+
+  function renderConsole() {
+    const list = shownRows();
+    const frag = document.createDocumentFragment();
+    for (const i of list) {
+      const key = rowKey(i);
+      let kept = desk.trs.get(key);
+      if (kept && kept.inst !== i) {
+        const k = viewKey(i);
+        if (k === kept.key) kept.inst = i;
+        else kept = null;
+      }
+      if (!kept) {
+        kept = { inst: i, key: viewKey(i), tr: consoleRow(i) };
+        desk.trs.set(key, kept);
+      }
+      frag.append(kept.tr);
+    }
+    $('console-rows').replaceChildren(frag);
+    $('console-shown').textContent = `${list.length} of ${desk.rows.size} instances shown.`;
+    renderTotals();
+    const f = filters();
+    const teams = new Set();
+    const challenges = new Set();
+    for (const i of desk.rows.values()) {
+      teams.add(i.team);
+      challenges.add(i.challenge);
+    }
+    $('stop-team').disabled = !teams.has(f.team);
+    $('stop-challenge').disabled = !challenges.has(f.challenge);
+    for (const b of document.querySelectorAll('#console .sort')) {
+      const th = b.parentElement;
+      if (b.dataset.sort === desk.sort.key) {
+        th.setAttribute('aria-sort', desk.sort.dir > 0 ? 'ascending' : 'descending');
+      } else {
+        th.removeAttribute('aria-sort');
+      }
+    }
+  }
+
+  // renderTotals: the states counted, the total against --max-instances, and
+  // the teams at their quota (--max-instances-per-team).
+  function renderTotals() {
+    const counts = { Starting: 0, Running: 0, Error: 0, Stopping: 0 };
+    const perTeam = new Map();
+    for (const i of desk.rows.values()) {
+      counts[i.state] = (counts[i.state] || 0) + 1;
+      if (i.state !== 'Stopping') perTeam.set(i.team, (perTeam.get(i.team) || 0) + 1);
+    }
+    const live = desk.rows.size - counts.Stopping;
+    const max = desk.limits ? ` of ${desk.limits.maxInstances}` : '';
+    $('console-totals').textContent = `${live}${max} instances: ${counts.Running} running, ` +
+      `${counts.Starting} starting, ${counts.Error} failed, ${counts.Stopping} stopping.`;
+    const perMax = desk.limits && desk.limits.maxInstancesPerTeam;
+    const full = perMax ? [...perTeam].filter(([, n]) => n >= perMax).map(([t]) => t).sort() : [];
+    $('console-quota').textContent = full.length
+      ? `Teams at their quota (${perMax}): ${full.slice(0, 20).join(', ')}${full.length > 20 ? ', …' : ''}`
+      : 'No team is at its quota.';
+  }
+
+  function consoleRow(i) {
+    const ep = (i.endpoints && i.endpoints[0] && i.endpoints[0].address) || '';
+    const why = i.reason ? el('span', { class: 'reason', title: i.message || '' }, ` ${i.reason}`) : null;
+    const actions = el('td', { class: 'col-actions' });
+    if (i.renewable) actions.append(rowButton('extend', i, 'Extend', 'button small'));
+    if (i.state !== 'Stopping') actions.append(rowButton('stop', i, 'Stop', 'button small danger'));
+    return el('tr', { 'data-state': i.state },
+      el('td', {}, i.team),
+      el('td', {}, i.challenge),
+      el('td', {}, el('span', { class: `badge state-${String(i.state).toLowerCase()}` }, i.state), why),
+      el('td', { class: 'col-age', 'data-since': i.createdAt || '' }, ageText(i.createdAt)),
+      el('td', { class: 'col-left', 'data-until': i.expiresAt || '' }, leftText(i.expiresAt)),
+      el('td', { class: 'col-endpoint' }, ep),
+      actions);
+  }
+
+  function rowButton(action, i, text, cls) {
+    return el('button', {
+      type: 'button', class: cls, 'data-action': action, 'data-team': i.team,
+      'data-challenge': i.challenge, 'aria-label': `${text} ${i.challenge} of team ${i.team}`,
+    }, text);
+  }
+
+  function ageText(since) {
+    const t = Date.parse(since || '');
+    return t ? formatLeft(Date.now() - t) : '';
+  }
+
+  function leftText(until) {
+    const t = Date.parse(until || '');
+    return t ? formatLeft(Math.max(0, t - Date.now())) : '';
+  }
+
+  // tickConsole: the age and time-left cells, in place.
+  function tickConsole() {
+    if ($('console').hidden) return;
+    for (const td of $('console-rows').querySelectorAll('td.col-age')) td.textContent = ageText(td.dataset.since);
+    for (const td of $('console-rows').querySelectorAll('td.col-left')) td.textContent = leftText(td.dataset.until);
+  }
+
+  async function consoleAction(what, method, path) {
+    if (!window.confirm(`${what}?`)) return;
+    try {
+      const r = await api(method, path);
+      const n = r && typeof r.stopped === 'number' ? ` (${r.stopped} stopped, ${r.failed} failed)` : '';
+      announce(`${what}: done${n}.`);
+      clearError();
+    } catch (err) {
+      failed(err);
+    }
+  }
+
+  function onConsoleClick(event) {
+    const b = event.target.closest('button[data-action]');
+    if (!b) return;
+    const t = b.dataset.team;
+    const c = b.dataset.challenge;
+    const path = `/admin/teams/${encodeURIComponent(t)}/instances/${encodeURIComponent(c)}`;
+    if (b.dataset.action === 'stop') consoleAction(`Stop ${c} of team ${t}`, 'DELETE', path);
+    else consoleAction(`Extend ${c} of team ${t}`, 'POST', `${path}/renew`);
+  }
+
+  function onSortClick(event) {
+    const b = event.target.closest('button[data-sort]');
+    if (!b) return;
+    const key = b.dataset.sort;
+    desk.sort = { key, dir: desk.sort.key === key ? -desk.sort.dir : 1 };
+    scheduleRender(true);
+  }
+
+  function stopAll(kind) {
+    const name = filters()[kind];
+    const n = [...desk.rows.values()].filter((i) => i[kind] === name && i.state !== 'Stopping').length;
+    const path = kind === 'team'
+      ? `/admin/teams/${encodeURIComponent(name)}/instances`
+      : `/admin/challenges/${encodeURIComponent(name)}/instances`;
+    consoleAction(`Stop all ${n} instances of ${kind} ${name}`, 'DELETE', path);
   }
 
   /* ---------- start ---------- */
@@ -797,7 +1181,18 @@
     $('sign-out').addEventListener('click', () => signOut());
     $('switch-team').addEventListener('click', switchTeam);
     $('challenges').addEventListener('click', onBoardClick);
+    $('pick-console').addEventListener('click', openConsole);
+    $('open-console').addEventListener('click', openConsole);
+    $('console-rows').addEventListener('click', onConsoleClick);
+    document.querySelector('#console thead').addEventListener('click', onSortClick);
+    for (const id of ['filter-team', 'filter-challenge', 'filter-state']) {
+      $(id).addEventListener('input', () => scheduleRender(true));
+    }
+    $('console-filters').addEventListener('submit', (e) => e.preventDefault());
+    $('stop-team').addEventListener('click', () => stopAll('team'));
+    $('stop-challenge').addEventListener('click', () => stopAll('challenge'));
     window.setInterval(tick, 1000);
+    window.setInterval(tickConsole, 1000);
     const token = localStorage.getItem(TOKEN_KEY);
     if (token) signIn(token, true);
     else showSignIn();

@@ -334,10 +334,10 @@ class Stream:
     """One GET .../events: a thread parses it into a queue of
     ("event", name, data) / ("comment", text) / ("retry", value) / ("eof",)."""
 
-    def __init__(self, team, token):
+    def __init__(self, team, token, path=None):
         self.team = team
         self.q = queue.Queue()
-        self.path = f"/api/v1/teams/{team}/events"
+        self.path = path or f"/api/v1/teams/{team}/events"
         self.conn = http.client.HTTPConnection(HOST, PORT, timeout=60)
         self.conn.connect()
         self.sock = self.conn.sock
@@ -407,7 +407,7 @@ class Stream:
             if item[0] != "event":
                 continue
             _, name, data = item
-            schemas = DOC["paths"]["/api/v1/teams/{team}/events"]["get"]["responses"]["200"][
+            schemas = DOC["paths"][template_of(self.path)]["get"]["responses"]["200"][
                 "content"]["text/event-stream"]["x-events"]
             check(name in schemas, f"unknown event {name!r}: {data[:200]}")
             try:

@@ -5,7 +5,10 @@
 // reload keeps it Running with the same endpoint and never offers Create
 // server; Extend moves the expiry later; when the operator is killed the
 // page says it is reconnecting, and once it is back the page is live again
-// with the instance as the new snapshot has it; the page fits a phone;
+// with the instance as the new snapshot has it; a new version of the
+// challenge pushed with Recreate shows Starting, then Running with the
+// notice that the instance was updated, same endpoint and expiry; the page
+// fits a phone;
 // Stop goes Stopping, then Stopped; Sign out forgets the token; an admin
 // token acts for a chosen team. Each step asserts, then takes a screenshot.
 //
@@ -89,10 +92,11 @@ async function noAlert() {
   if (await alert.isVisible()) throw new Error(`the page shows an error: ${await alert.innerText()}`);
 }
 
-// operator('stop' | 'start'): ask ctf_page_test.sh to kill or start the
-// operator, and wait until it has.
+// operator('stop' | 'start' | 'update'): ask ctf_page_test.sh to kill or
+// start the operator, or to push a new version of the challenge (Recreate),
+// and wait until it has.
 async function operator(what) {
-  const done = path.join(CONTROL, { stop: 'stopped', start: 'started' }[what]);
+  const done = path.join(CONTROL, { stop: 'stopped', start: 'started', update: 'updated' }[what]);
   fs.rmSync(done, { force: true });
   fs.writeFileSync(path.join(CONTROL, what), '');
   const end = Date.now() + LONG;
@@ -302,8 +306,24 @@ async function run(context) {
       await noAlert();
       await screenshot('reconnected');
     });
+    await step('a new version of the challenge: Starting, then Running with the notice, same endpoint and expiry', async () => {
+      const expires = await card().getAttribute('data-expires-at');
+      const seenBefore = (await statesSeen()).length;
+      await operator('update');
+      await card().locator('[data-notice="updated"]').waitFor({ timeout: LONG });
+      await waitState('Running', SHORT);
+      assert(/updated to the new version/i.test(await card().locator('[data-notice="updated"]').innerText()),
+        'the notice does not say the instance was updated');
+      const again = await card().locator('.endpoints a').first().innerText();
+      assert(again === endpoint, `endpoint was ${endpoint}, after the update ${again}`);
+      assert((await card().getAttribute('data-expires-at')) === expires, 'the expiry changed over the update');
+      assert((await statesSeen()).slice(seenBefore).includes('Starting'),
+        'the card never showed the update in progress');
+      await noAlert();
+      await screenshot('updated');
+    });
   } else {
-    console.log('# PAGE_CONTROL is not set: the operator restart step is left out');
+    console.log('# PAGE_CONTROL is not set: the operator restart and update steps are left out');
   }
 
   await step('on a phone (390x844): one column, nothing wider than the screen', async () => {

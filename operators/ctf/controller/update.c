@@ -1,0 +1,358 @@
+/*
+ * update.c - running instances taking a change of their definition, by the
+ * strategy its author picked (spec.update; the rules are core/update.c's,
+ * issue 30).
+ *
+ * Every Deployment of an instance carries the version of the definition it
+ * was applied from (core/instance.c), so what an instance runs is read
+ * from the caches, never remembered: a restarted operator or a new leader
+ * sees the same. Each pass of a Challenge goes through ctf_update_gate
+ * before its apply:
+ *
+ *   fresh, current, or never started  -> apply every child
+ *   behind, OnNextStart                -> apply what does not depend on
+ *                                         the version (kept_child): the
+ *                                         pods keep the version they
+ *                                         started with
+ *   behind, Rolling or Recreate        -> take a slot of the rollout ledger
+ *                                         (maxUnavailable; Recreate: all);
+ *                                         with one, apply every child (the
+ *                                         Deployments roll their pods: the
+ *                                         instance's namespace, Services,
+ *                                         hostname or port, flag and expiry
+ *                                         stay); without, wait, as kept,
+ *                                         until a freed slot wakes it
+ *
+ * A slot is given back when the caches show the instance's Deployments on
+ * the current version, rolled out and available; that pass wakes as many
+ * waiting instances as slots are free. The ledger of a definition is
+ * seeded, before its first slot in this process, with the instances the
+ * caches show in the middle of a replacement, so maxUnavailable holds across
+ * a SIGKILL. A Challenge being replaced shows Updating, and comes back
+ * Running with the notice "updated to the new version" in its message (the
+ * API's views and event streams carry it to the team's page) and an Event
+ * Updated; status.definitionGeneration says which generation it runs.
+ *
+ * The definition's status.update counts its instances current, updating
+ * and behind (kubectl get chaldef shows them); the pool controller's pass
+ * of the definition writes it, woken by the Challenges' passes when one of
+ * them changes.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "controller/apply.h"
+#include "controller/update.h"
+
+#define UPDATE_QUEUED_RECHECK_MS 30000 /* a waiting instance looks again (a lost wake) */
+
+/* ---- what the caches show ----------------------------------------------------- */
+
+void ctf_update_look(ctf_operator *op, const char *ns, ctf_instance_run *run)
+{
+    json_t *deps = NULL, *d;
+    size_t i;
+    memset(run, 0, sizeof *run);
+    run->available = true;
+    if (!ns || !ns[0] || kop_informer_list(op->deployments, ns, &deps) != KOP_OK)
+        return;
+    json_array_foreach(deps, i, d)
+    {
+        const char *v = kop_meta_annotation(d, CTF_ANNOTATION_VERSION);
+        const char *g = kop_meta_annotation(d, CTF_ANNOTATION_GENERATION);
+        json_t *want = ctf_get2(d, "spec", "replicas");
+        int64_t gen = g ? strtoll(g, NULL, 10) : 0;
+        if (kop_meta_is_deleting(d))
+            continue;
+        if (run->deployments == 0)
+            snprintf(run->version, sizeof run->version, "%s", v ? v : "");
+        else if (!kop_streq(run->version, v ? v : ""))
+            run->mixed = true;
+        if (gen > 0 && (run->generation == 0 || gen < run->generation))
+            run->generation = gen;
+        run->deployments++;
+        run->rolling = run->rolling || ctf_update_deployment_rolling(d);
+        if (json_integer_value(ctf_get2(d, "status", "availableReplicas")) <
+            (want ? json_integer_value(want) : 1))
+            run->available = false;
+    }
+    if (run->mixed)
+        run->version[0] = '\0';
+    json_decref(deps);
+}
+
+/* def_key writes "<namespace>/<name>" of def, the ledger's key. */
+static void def_key(const json_t *def, char *out, size_t size)
+{
+    snprintf(out, size, "%s/%s", kop_meta_namespace(def), kop_meta_name(def));
+}
+
+/*
+ * started: chal's instance ran once and is not in Error (otherwise it is a
+ * new start, or broken anyway: either way it takes the current version, so
+ * a fixed definition reaches an instance that failed under the old one).
+ */
+static bool started(const json_t *chal)
+{
+    return ctf_str2(chal, "status", "startedAt") != NULL &&
+           !kop_streq(ctf_str2(chal, "status", "currentStatus"), CTF_STATUS_ERROR);
+}
+
+/* instances_of counts the Challenges of def's name (the budget's total; any namespace). */
+static int instances_of(ctf_operator *op, const json_t *def)
+{
+    json_t *keys = NULL;
+    if (kop_informer_index_keys(op->challenges, CTF_INDEX_DEFINITION, kop_meta_name(def), NULL,
+                                &keys) != KOP_OK)
+        return 1;
+    int n = (int)json_object_size(keys);
+    json_decref(keys);
+    return n;
+}
+
+/* budget: how many of def's instances may be replaced at once. */
+static int budget_of(ctf_operator *op, const json_t *def, const ctf_update_spec *u)
+{
+    if (u->strategy == CTF_UPDATE_ROLLING && !u->percent)
+        return u->max_unavailable;
+    return ctf_update_budget(u, instances_of(op, def));
+}
+
+/*
+ * seed gives the ledger of def, in a process that has not begun any of its
+ * replacements, the instances the caches show in the middle of one: they
+ * ran once, and their Deployments carry the current version and roll (or
+ * are partly applied, or not available).
+ */
+static void seed(ctf_operator *op, const json_t *def, const char *key, const char *current)
+{
+    json_t *chals = NULL, *c, *uids = json_array();
+    size_t i;
+    if (!uids || kop_informer_by_index(op->challenges, CTF_INDEX_DEFINITION, kop_meta_name(def),
+                                       &chals) != KOP_OK) {
+        json_decref(uids);
+        return;
+    }
+    json_array_foreach(chals, i, c)
+    {
+        ctf_instance_run run;
+        /* Ran once (in Error or not: a replacement that fails keeps its slot, and the
+         * rollout waits on it rather than break more instances). */
+        if (!kop_streq(kop_meta_namespace(c), kop_meta_namespace(def)) ||
+            !ctf_str2(c, "status", "startedAt"))
+            continue;
+        ctf_update_look(op, ctf_str2(c, "status", "namespace"), &run);
+        bool touched = run.deployments > 0 && (run.mixed || kop_streq(run.version, current));
+        if (touched && (run.rolling || run.mixed || !run.available))
+            json_array_append_new(uids, json_string(kop_meta_uid(c)));
+    }
+    ctf_rollout_seed(op->rollout, key, uids);
+    json_decref(chals);
+    json_decref(uids);
+}
+
+/* wake enqueues the waiting Challenges names ("<namespace>/<name>"), stealing the array. */
+static void wake(ctf_operator *op, json_t *names)
+{
+    json_t *n;
+    size_t i;
+    json_array_foreach(names, i, n)
+    {
+        char ns[CTF_NAMESPACE_SIZE];
+        const char *s = json_string_value(n), *slash = s ? strchr(s, '/') : NULL;
+        if (!slash || (size_t)(slash - s) >= sizeof ns)
+            continue;
+        snprintf(ns, sizeof ns, "%.*s", (int)(slash - s), s);
+        kop_controller_enqueue(op->ctl, ns, slash + 1);
+    }
+    json_decref(names);
+}
+
+/*
+ * kept_child: child goes out to an instance kept on an older version too:
+ * its Namespace, its flag Secret (a new flag reaches every instance at
+ * once), and the NetworkPolicies that no version changes (instance.c's
+ * default-deny, allow-same-instance, allow-dns), so that one deleted by
+ * hand is put back at once as for any instance. Its Deployments, Services,
+ * Ingresses, quota, limits and the policies made from its exposures and
+ * egress stay as they were applied with the version it runs: a kept
+ * instance fails closed, never open.
+ */
+static bool kept_child(const json_t *child)
+{
+    static const char *const policies[] = {"default-deny", "allow-same-instance", "allow-dns"};
+    const char *kind = json_string_value(json_object_get(child, "kind"));
+    if (kop_streq(kind, "Namespace") || kop_streq(kind, "Secret"))
+        return true;
+    for (size_t i = 0; kop_streq(kind, "NetworkPolicy") && i < CTF_LEN(policies); i++)
+        if (kop_streq(kop_meta_name(child), policies[i]))
+            return true;
+    return false;
+}
+
+/* keep_unversioned cuts children to those a kept instance takes (kept_child). */
+static kop_err keep_unversioned(json_t **children)
+{
+    json_t *kept = json_array(), *child;
+    size_t i;
+    if (!kept)
+        return KOP_ENOMEM;
+    json_array_foreach(*children, i, child)
+    {
+        if (kept_child(child) && json_array_append(kept, child) != 0) {
+            json_decref(kept);
+            return KOP_ENOMEM;
+        }
+    }
+    json_decref(*children);
+    *children = kept;
+    return KOP_OK;
+}
+
+kop_err ctf_update_gate(ctf_operator *op, const json_t *chal, const json_t *def, const char *ns,
+                        json_t **children, ctf_update_pass *pass)
+{
+    ctf_update_spec u;
+    ctf_instance_run run;
+    char current[CTF_VERSION_LEN + 1], key[CTF_TEAM_KEY_SIZE], name[CTF_TEAM_KEY_SIZE];
+    const char *uid = kop_meta_uid(chal);
+    memset(pass, 0, sizeof *pass);
+    if (ctf_update_parse(def, &u, NULL) != KOP_OK || ctf_update_version(def, current) != KOP_OK)
+        return KOP_OK; /* validated before: cannot happen; applied as always */
+    def_key(def, key, sizeof key);
+    ctf_update_look(op, ns, &run);
+    pass->generation = run.generation;
+    snprintf(pass->version, sizeof pass->version, "%s", run.mixed ? "" : run.version);
+    /* A slot held whose replacement is over: given back, and the waiting woken. */
+    if (ctf_rollout_holds(op->rollout, key, uid) && ctf_update_current(&run, current))
+        wake(op, ctf_rollout_end(op->rollout, key, uid, budget_of(op, def, &u)));
+    const char *running = run.mixed ? "mixed" : run.version;
+    /* Updating in the status, written by the process before this one (a SIGKILL, a new
+     * leader): the replacement goes on, counted in the seeded ledger. */
+    bool was_updating = kop_streq(ctf_str2(chal, "status", "currentStatus"), CTF_STATUS_UPDATING);
+    pass->verdict = ctf_update_decide(&u, running, current, started(chal));
+    if ((pass->verdict == CTF_UPDATE_ROLL || was_updating) &&
+        !ctf_rollout_seeded(op->rollout, key))
+        seed(op, def, key, current);
+    if (pass->verdict == CTF_UPDATE_ROLL) {
+        snprintf(name, sizeof name, "%s/%s", kop_meta_namespace(chal), kop_meta_name(chal));
+        if (!ctf_rollout_begin(op->rollout, key, uid, budget_of(op, def, &u), name))
+            pass->queued = true;
+    }
+    pass->replacing = started(chal) && (ctf_rollout_holds(op->rollout, key, uid) ||
+                                        (was_updating && !ctf_update_current(&run, current)));
+    if (pass->verdict == CTF_UPDATE_KEEP || pass->queued)
+        return keep_unversioned(children);
+    return KOP_OK;
+}
+
+void ctf_update_observed(const json_t *chal, const json_t *def, const ctf_update_pass *pass,
+                         ctf_observation *o)
+{
+    const char *was = ctf_str2(chal, "status", "currentStatus");
+    const char *was_msg = ctf_str2(chal, "status", "message");
+    const char *was_version = ctf_str2(chal, "status", "definitionVersion");
+    int64_t gen = kop_meta_generation(def);
+    o->generation = pass->generation;
+    if (!pass->replacing)
+        snprintf(o->version, sizeof o->version, "%s", pass->version);
+    if (o->reason)
+        return; /* an Error says why; the slot stays held: the rollout waits */
+    if (pass->replacing && strcmp(o->phase, CTF_STATUS_RUNNING) != 0) {
+        o->phase = CTF_STATUS_UPDATING;
+        snprintf(o->message, sizeof o->message, "updating to the new version (generation %lld)",
+                 (long long)gen);
+        o->requeue_ms = 0; /* no start timeout: the Deployments' events bring it back */
+        return;
+    }
+    if (pass->queued && strcmp(o->phase, CTF_STATUS_RUNNING) == 0) {
+        snprintf(o->message, sizeof o->message,
+                 "instance running; waiting for its turn to be updated");
+        o->requeue_ms = ctf_min_positive(o->requeue_ms, UPDATE_QUEUED_RECHECK_MS);
+        return;
+    }
+    if (strcmp(o->phase, CTF_STATUS_RUNNING) != 0)
+        return;
+    if (kop_streq(was, CTF_STATUS_UPDATING) ||
+        (ctf_nonempty(was_version) && o->version[0] && strcmp(was_version, o->version) != 0)) {
+        o->updated = true;
+        snprintf(o->message, sizeof o->message, "%s (generation %lld)", CTF_UPDATED_NOTICE,
+                 (long long)(pass->generation ? pass->generation : gen));
+    } else if (kop_streq(was, CTF_STATUS_RUNNING) && was_msg &&
+               strncmp(was_msg, CTF_UPDATED_NOTICE, strlen(CTF_UPDATED_NOTICE)) == 0) {
+        snprintf(o->message, sizeof o->message, "%s", was_msg); /* the notice stays */
+    }
+}
+
+void ctf_update_forget(ctf_operator *op, const json_t *chal)
+{
+    json_t *def = NULL;
+    ctf_update_spec u;
+    char key[CTF_TEAM_KEY_SIZE];
+    const char *name = ctf_str2(chal, "spec", "definition");
+    snprintf(key, sizeof key, "%s/%s", kop_meta_namespace(chal), name ? name : "");
+    if (!ctf_rollout_seeded(op->rollout, key) && ctf_rollout_count(op->rollout, key) == 0)
+        return; /* no replacement of this definition began in this process */
+    int budget = 1;
+    if (name && kop_informer_dup(op->definitions, kop_meta_namespace(chal), name, &def) == KOP_OK &&
+        ctf_update_parse(def, &u, NULL) == KOP_OK)
+        budget = budget_of(op, def, &u);
+    wake(op, ctf_rollout_end(op->rollout, key, kop_meta_uid(chal), budget));
+    json_decref(def);
+}
+
+/* ---- the definition's progress --------------------------------------------------- */
+
+#define UPDATE_REPORT_AGAIN_MS 2000 /* an update under way is counted again this often */
+
+long ctf_update_report(ctf_operator *op, const kop_reconcile *req, const json_t *def)
+{
+    json_t *chals = NULL, *c;
+    size_t i;
+    int current = 0, updating = 0, behind = 0;
+    ctf_update_spec u;
+    int64_t gen = kop_meta_generation(def);
+    if (ctf_update_parse(def, &u, NULL) != KOP_OK ||
+        kop_informer_by_index(op->challenges, CTF_INDEX_DEFINITION, kop_meta_name(def), &chals) !=
+            KOP_OK)
+        return 0;
+    json_array_foreach(chals, i, c)
+    {
+        const char *phase = ctf_str2(c, "status", "currentStatus");
+        json_int_t runs = json_integer_value(ctf_get2(c, "status", "definitionGeneration"));
+        if (!kop_streq(kop_meta_namespace(c), kop_meta_namespace(def)) || kop_meta_is_deleting(c))
+            continue;
+        if (kop_streq(phase, CTF_STATUS_UPDATING))
+            updating++;
+        else if (runs >= gen)
+            current++;
+        else if (runs > 0)
+            behind++;
+    }
+    json_decref(chals);
+    long again = updating > 0 || (behind > 0 && u.strategy != CTF_UPDATE_ON_NEXT_START)
+                     ? UPDATE_REPORT_AGAIN_MS
+                     : 0;
+    json_t *want = json_pack("{s:I, s:s, s:i, s:i, s:i}", "generation", (json_int_t)gen,
+                             "strategy", ctf_update_strategy_name(u.strategy), "current", current,
+                             "updating", updating, "behind", behind);
+    if (!want || json_equal(want, ctf_get2(def, "status", "update"))) {
+        json_decref(want);
+        return again;
+    }
+    json_t *patch = json_pack("{s:{s:o}}", "status", "update", want);
+    kop_status st;
+    kop_patch_req pr = {.target = {&CTF_DEFINITIONS, kop_meta_namespace(def), kop_meta_name(def)},
+                        .type = KOP_PATCH_MERGE,
+                        .patch = patch,
+                        .opts = {.subresource = "status"}};
+    kop_err err = patch ? kop_patch_object(req->client, &pr, NULL, &st) : KOP_ENOMEM;
+    if (err && err != KOP_ENOTFOUND)
+        kop_logger_log(req->log, KOP_LOG_WARN, "update status not written", KOP_LOG_ERR(err),
+                       KOP_LOG_STR("detail", st.message));
+    json_decref(patch);
+    return err && err != KOP_ENOTFOUND ? UPDATE_REPORT_AGAIN_MS : again;
+}
