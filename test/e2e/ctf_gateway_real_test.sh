@@ -7,7 +7,7 @@
 #     <id>.ctf.localhost and the certificate checked against the gateway's
 #     CA, with team A's own flag; team B's host gives team B's;
 #   - a wrong, unknown or missing SNI gets no instance; no NodePort Service
-#     exists; neither the host nor another team's pod connects to the
+#     exists; neither the host nor a pod outside the gateway connects to the
 #     instance's pod directly (its exposed port admits the gateway's pods);
 #   - the web challenge answers https://<id>.ctf.localhost by Host;
 #   - after Stop the host answers nothing, after Start the same host answers

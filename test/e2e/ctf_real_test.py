@@ -889,11 +889,20 @@ def scenario_gateway():
     pod_a = pod_of(ns_a)
     pod_ip = pod_a["status"]["podIP"]
     check(refused(f"{pod_ip}:1337"), f"the host connects to team-a's pod {pod_ip}:1337 directly")
-    pod_b = pod_of(namespace_of(b))
-    reached, out = connects(namespace_of(b), pod_b["metadata"]["name"], pod_ip, 1337)
-    check(not reached, f"team-b's pod reaches team-a's pod directly: {out}")
+    # A pod outside every instance, under no policy of its own: in NodePort mode the exposed
+    # port admits it (allow-exposed has no "from"); here only the gateway's pods get in.
+    image = kjson("-n", "ctf", "get", "chaldef", "nc")["spec"]["pods"][0]["template"]["containers"][0]["image"]
+    kubectl("-n", "default", "run", "gwprobe", f"--image={image}", "--restart=Never",
+            "--command", "--", "sleep", "3600")
+    wait(120, "the probe pod Running",
+         lambda: kjson("-n", "default", "get", "pod", "gwprobe")["status"].get("phase") == "Running")
+    check(reach("default", "gwprobe", "10.96.0.10", 53), "the probe pod reaches nothing at all (CoreDNS)")
+    check(not reach("default", "gwprobe", pod_ip, 1337),
+          f"a pod outside the gateway connects to team-a's pod {pod_ip}:1337 directly")
+    kubectl("-n", "default", "delete", "pod", "gwprobe", "--wait=false")
     ok("a wrong, unknown or missing SNI gets no instance; no NodePort exists (every instance "
-       "Service is ClusterIP); neither the host nor team-b's pod connects to team-a's pod")
+       "Service is ClusterIP); neither the host nor a pod outside the gateway (which reaches "
+       "CoreDNS) connects to team-a's pod")
 
     log("HTTP through the gateway, by Host")
     start("team-a", "web")
