@@ -35,8 +35,8 @@ void ctf_observe_error(ctf_observation *o, const char *reason, const char *fmt, 
  * (Accepted and ResolvedRefs True in its status.parents; until then
  * Pending, o->waiting CTF_REASON_GATEWAY_PENDING or CTF_REASON_ROUTE_REFUSED
  * with a message naming the Gateway, the route and why, and at the start
- * timeout Error with that reason); Error on an image that cannot be pulled, a crash loop or the
- * start timeout; Pending (with a requeue at the timeout) until then. An
+ * timeout Error with that reason); Error on an image that cannot be pulled,
+ * a crash loop or the start timeout; Pending (with a requeue at the timeout) until then. An
  * instance being replaced by a new version (o->phase Updating on entry)
  * has no start timeout: it stays Updating until it is Running.
  */
