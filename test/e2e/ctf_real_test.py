@@ -904,21 +904,6 @@ def scenario_gateway():
        "Service is ClusterIP); neither the host nor a pod outside the gateway (which reaches "
        "CoreDNS) connects to team-a's pod")
 
-    log("HTTP through the gateway, by Host")
-    start("team-a", "web")
-    w = running("team-a", "web")
-    ew = gw_endpoint(w)
-    check(ew["address"] == f"https://{ew['host']}:{port}", f"web endpoint {ew}")
-    r = wait(20, "robots.txt through the gateway", lambda: gw_https(ew["host"], "/robots.txt"), every=0.2)
-    check(r[0] == 200, f"robots.txt: {r}")
-    path = [l.split(":", 1)[1].strip() for l in r[1].splitlines() if l.startswith("Disallow:")][0]
-    st, body = gw_https(ew["host"], path)
-    check(st == 200 and "flag{" in body, f"GET {path}: {st} {body[:200]!r}")
-    other = gw_https(host_b, "/robots.txt")
-    check(other is None or other[0] != 200 or "Disallow" not in other[1],
-          f"the web instance answered another host: {other}")
-    ok(f"https://{ew['host']} serves team-a's web flag behind {path}; a TCP host does not serve it")
-
     log("after Stop the host stops answering; after Start it answers again, same host")
     stop("team-a", "nc")
     wait(120, "team-a's nc gone", lambda: instance("team-a", "nc") is None)
@@ -952,6 +937,32 @@ def scenario_gateway():
     check(pod_of(warm)["metadata"]["uid"] == uid, "the claim restarted the warm pod")
     ok(f"claimed warm instance: PUT->Running {t_run:.2f}s, PUT->first greeting {t_answer:.2f}s at "
        f"{host_c}, team-c's flag, the same pod; unclaimed it had no route")
+
+    log("HTTP through the gateway, by Host")
+    start("team-a", "web")
+    w = running("team-a", "web")
+    ew = gw_endpoint(w)
+    check(ew["address"] == f"https://{ew['host']}:{port}", f"web endpoint {ew}")
+    def robots():
+        got = gw_https(ew["host"], "/robots.txt")
+        return got if got and got[0] == 200 else None
+    try:
+        r = wait(60, "robots.txt through the gateway (200)", robots, every=0.5)
+    except Fail:
+        ns_w = namespace_of(w)
+        print("--- HTTPRoute:", kubectl("-n", ns_w, "get", "httproutes.gateway.networking.k8s.io", "-o", "yaml"),
+              "--- EndpointSlices:", kubectl("-n", ns_w, "get", "endpointslices", "-o", "yaml"),
+              "--- last answer:", gw_https(ew["host"], "/robots.txt"),
+              "--- Traefik:", kubectl("-n", "kopc-gateway", "logs", "deploy/traefik", "--tail=40", check_rc=False),
+              sep="\n", file=sys.stderr)
+        raise
+    path = [l.split(":", 1)[1].strip() for l in r[1].splitlines() if l.startswith("Disallow:")][0]
+    st, body = gw_https(ew["host"], path)
+    check(st == 200 and "flag{" in body, f"GET {path}: {st} {body[:200]!r}")
+    other = gw_https(host_b, "/robots.txt")
+    check(other is None or other[0] != 200 or "Disallow" not in other[1],
+          f"the web instance answered another host: {other}")
+    ok(f"https://{ew['host']} serves team-a's web flag behind {path}; a TCP host does not serve it")
 
     log("a new route's time to answer (Stop and Start, 5 rounds)")
     times = []
