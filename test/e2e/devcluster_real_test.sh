@@ -284,8 +284,14 @@ other=$(sni "nobody.$DOMAIN" || true)
 ! grep -q "Your flag" <<<"$other" || fail "an unknown SNI reached the greeter: $other"
 echo "an unknown SNI got: $(tr '\n' ' ' <<<"$other" | cut -c1-300)"
 ok "an unknown SNI does not reach the TCP pod"
-web_flag=$(curl -sS --max-time 20 --cacert "$DIR/gateway/ca.crt" --resolve "w.$DOMAIN:$gw_port:127.0.0.1" \
-    "https://w.$DOMAIN:$gw_port/flag") || fail "https://w.$DOMAIN/flag failed"
+# Traefik writes a route's status when it builds its configuration and applies that
+# configuration a moment later (its providers' throttle): Accepted is not yet serving.
+# The first run met a 404 right after Accepted; wait for the answer instead.
+web() { curl -sS --max-time 20 --cacert "$DIR/gateway/ca.crt" --resolve "w.$DOMAIN:$gw_port:127.0.0.1" \
+    "https://w.$DOMAIN:$gw_port/flag"; }
+serves_web() { [ "$(web 2>/dev/null)" = "flag{e2e-gateway-web}" ]; }
+wait_for 60 "https://w.$DOMAIN/flag to answer through the gateway" serves_web
+web_flag=$(web) || fail "https://w.$DOMAIN/flag failed"
 [ "$web_flag" = "flag{e2e-gateway-web}" ] || fail "https://w.$DOMAIN/flag answered '$web_flag'"
 code=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 20 --cacert "$DIR/gateway/ca.crt" \
     --resolve "nobody.$DOMAIN:$gw_port:127.0.0.1" "https://nobody.$DOMAIN:$gw_port/flag") || true
