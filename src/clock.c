@@ -2,6 +2,8 @@
  * clock.c - the monotonic clock (kop/clock.h) and the deadlines libkop's
  * condition variables wait for (kop__time_after, kop_internal.h). Every
  * duration in libkop is measured here, so a test can reason about one clock.
+ * The wall clock appears only in kop_rfc3339*, for timestamps written into
+ * objects, never for durations.
  */
 #include <stdint.h>
 #include <time.h>
@@ -34,4 +36,18 @@ struct timespec kop__time_after(clockid_t clock, long ms)
         }
     }
     return ts;
+}
+
+const char *kop_rfc3339(time_t t, char out[KOP_RFC3339_SIZE])
+{
+    struct tm tm;
+    out[0] = '\0';
+    if (gmtime_r(&t, &tm) && strftime(out, KOP_RFC3339_SIZE, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        out[0] = '\0'; /* a year too wide for the buffer */
+    return out;
+}
+
+const char *kop_rfc3339_now(char out[KOP_RFC3339_SIZE])
+{
+    return kop_rfc3339(time(NULL), out);
 }

@@ -424,6 +424,23 @@ kop_err kop_controller_watches(kop_controller *c, const kop_resource *r, const c
     return kop_controller_watch(c, &o);
 }
 
+kop_informer *kop_controller_owned_cache(kop_controller *c, const kop_resource *child)
+{
+    if (!c || !child)
+        return NULL;
+    /* Owned children are the watches without a map function (add_watch). */
+    for (int i = 0; i < c->nwatches; i++) {
+        const kop_resource *r = kop_informer_resource(c->watches[i].inf);
+        if (c->watches[i].fn || !r)
+            continue;
+        /* The core group is "" or NULL, as a caller spells it. */
+        if (kop_streq(r->group ? r->group : "", child->group ? child->group : "") &&
+            kop_streq(r->version, child->version) && kop_streq(r->resource, child->resource))
+            return c->watches[i].inf;
+    }
+    return NULL;
+}
+
 kop_informer *kop_controller_cache(kop_controller *c)
 {
     return c->primary;

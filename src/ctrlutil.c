@@ -17,6 +17,10 @@
  *
  * Children are written with server-side apply; see the header for why.
  * Invariant: nothing here changes an object the caller passed in.
+ *
+ * The kop_reconcile_* calls at the end are those steps from inside a
+ * reconcile: they only fill in what the request knows (caches, names,
+ * resource) and add no behaviour of their own beyond observedGeneration.
  */
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +29,7 @@
 #include "kop/ctrlutil.h"
 #include "kop/informer.h"
 #include "kop/meta.h"
+#include "manager_internal.h"
 
 #define FINALIZER_ATTEMPTS 5
 #define DEFAULT_FIELD_MANAGER "kop"
@@ -387,4 +392,113 @@ out:
     if (result)
         *result = did;
     return err;
+}
+
+/* ---- inside a reconcile ------------------------------------------------- */
+
+kop_err kop_reconcile_get(const kop_reconcile *req, kop_get_mode mode, json_t **out,
+                          kop_status *st)
+{
+    json_t *obj = NULL;
+    kop_err err;
+
+    kop_status_clear(st);
+    if (out)
+        *out = NULL;
+    if (!req || !req->cache || !out) {
+        kop_status_setf(st, 0, NULL, "kop_reconcile_get: a request with a cache, and out");
+        return KOP_EINVAL;
+    }
+    err = kop_informer_dup(req->cache, req->namespace, req->name, &obj);
+    if (err == KOP_ENOTFOUND)
+        return KOP_OK; /* gone: nothing to do */
+    if (err) {
+        kop_status_setf(st, 0, NULL, "reading %s/%s from the cache: %s", req->namespace,
+                        req->name, kop_strerror(err));
+        return err;
+    }
+    if (mode == KOP_GET_LIVE && kop_meta_is_deleting(obj)) {
+        json_decref(obj); /* being deleted, and the caller has no cleanup to run */
+        return KOP_OK;
+    }
+    *out = obj;
+    return KOP_OK;
+}
+
+kop_err kop_reconcile_child(const kop_reconcile *req, const kop_resource *r, const json_t *owner,
+                            const json_t *child, kop_op_result *result, kop_status *st)
+{
+    kop_op_result did = KOP_OP_UNCHANGED;
+    kop_err err;
+
+    kop_status_clear(st);
+    if (result)
+        *result = KOP_OP_UNCHANGED;
+    if (!req || !r) {
+        kop_status_setf(st, 0, NULL, "kop_reconcile_child: a request and a resource");
+        return KOP_EINVAL;
+    }
+    if (!child) {
+        kop_status_setf(st, 0, NULL, "kop_reconcile_child: no %s to write (out of memory?)",
+                        r->kind ? r->kind : r->resource);
+        return KOP_ENOMEM;
+    }
+    kop_child_req cr = {.resource = r,
+                        .owner = owner,
+                        .object = child,
+                        .cache = kop_controller_owned_cache(req->controller, r),
+                        .field_manager = kop__manager_name(req->manager)};
+    err = kop_create_or_update(req->client, &cr, &did, st);
+    if (!err && did != KOP_OP_UNCHANGED)
+        kop_loggerv(req->log, 1, "child written", KOP_LOG_STR("kind", r->kind),
+                    KOP_LOG_STR("child", kop_meta_name(child)),
+                    KOP_LOG_STR("result", kop_op_result_name(did)));
+    if (result)
+        *result = did;
+    return err;
+}
+
+kop_err kop_reconcile_status(const kop_reconcile *req, const json_t *obj, const json_t *status,
+                             kop_op_result *result, kop_status *st)
+{
+    const kop_resource *r = req && req->cache ? kop_informer_resource(req->cache) : NULL;
+    json_t *want = NULL;
+    kop_err err = KOP_OK;
+
+    kop_status_clear(st);
+    if (result)
+        *result = KOP_OP_UNCHANGED;
+    if (!r || !kop_meta_name(obj)) {
+        kop_status_setf(st, 0, NULL, "kop_reconcile_status: a request with a cache, and obj");
+        return KOP_EINVAL;
+    }
+    /* A shallow copy: only a top-level member is added, nothing of status changes. */
+    want = json_is_object(status) ? json_copy((json_t *)status) : NULL;
+    if (!want) {
+        kop_status_setf(st, 0, NULL, "kop_reconcile_status: no status object (out of memory?)");
+        return status && !json_is_object(status) ? KOP_EINVAL : KOP_ENOMEM;
+    }
+    int64_t gen = kop_meta_generation(obj);
+    if (gen > 0 && json_object_set_new(want, "observedGeneration", json_integer(gen))) {
+        err = KOP_ENOMEM;
+        goto out;
+    }
+    if (kop_json_contains(json_object_get(obj, "status"), want))
+        goto out; /* shown already: no write */
+    err = kop_patch_status(req->client, r, obj, want, NULL, st);
+    if (!err && result)
+        *result = KOP_OP_UPDATED;
+out:
+    json_decref(want);
+    return err;
+}
+
+kop_result kop_reconcile_end(const kop_reconcile *req, kop_err err, const kop_status *st)
+{
+    if (!err)
+        return KOP_DONE;
+    kop_logger_log(req ? req->log : NULL, KOP_LOG_ERROR, "reconcile failed",
+                   KOP_LOG_STR("error", kop_strerror(err)),
+                   KOP_LOG_STR("reason", st ? st->message : ""));
+    return KOP_RETRY;
 }

@@ -72,13 +72,6 @@ static time_t now_seconds(void)
     return fn ? fn() : time(NULL);
 }
 
-static void rfc3339(char out[32], time_t t)
-{
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static struct timespec mono_after(long ms)
 {
     return kop__time_after(CLOCK_MONOTONIC, ms);
@@ -331,9 +324,9 @@ static char *event_name(kop_recorder *rec, const char *obj_name)
 static json_t *build_event(const kop_recorder *rec, const struct pending *p,
                            const struct dedup_rec *d, const char *message)
 {
-    char first[32], last[32];
-    rfc3339(first, d->first);
-    rfc3339(last, d->last);
+    char first[KOP_RFC3339_SIZE], last[KOP_RFC3339_SIZE];
+    kop_rfc3339(d->first, first);
+    kop_rfc3339(d->last, last);
     json_t *involved = json_object();
     const char *keys[] = {"apiVersion", "kind", "name", "namespace", "uid", "resourceVersion"};
     const char *vals[] = {p->api_version, p->kind, p->name, p->ns, p->uid, p->rv};
@@ -370,8 +363,8 @@ static void send_event(kop_recorder *rec, const struct pending *p, const struct 
     json_t *body = NULL;
     kop_status_clear(&st);
     if (patch) {
-        char last[32];
-        rfc3339(last, d->last);
+        char last[KOP_RFC3339_SIZE];
+        kop_rfc3339(d->last, last);
         body = json_pack("{s:I, s:s, s:s}", "count", (json_int_t)d->count, "lastTimestamp", last,
                          "message", message);
         kop_patch_req req = {

@@ -445,6 +445,11 @@ bool kop_manager_is_leader(kop_manager *m)
     return !m->opts.leader_elect || (m->leader && kop_leader_is_leader(m->leader));
 }
 
+const char *kop__manager_name(const kop_manager *m)
+{
+    return m ? m->name : NULL;
+}
+
 bool kop__manager_may_reconcile(kop_manager *m)
 {
     return !stop_requested(m) && kop_manager_is_leader(m);

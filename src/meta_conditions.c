@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kop/clock.h"
 #include "kop/meta.h"
 #include "kop_internal.h"
 #include "meta_internal.h"
@@ -125,11 +126,8 @@ static int fill_condition(json_t *entry, const kop_condition *c, time_t now)
     else
         json_object_del(entry, "observedGeneration");
     if (transition) {
-        char ts[32];
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
-        rc |= json_object_set_new(entry, "lastTransitionTime", json_string(ts));
+        char ts[KOP_RFC3339_SIZE];
+        rc |= json_object_set_new(entry, "lastTransitionTime", json_string(kop_rfc3339(now, ts)));
     }
     rc |= json_object_set_new(entry, "reason", json_string(c->reason));
     rc |= json_object_set_new(entry, "message", json_string(c->message ? c->message : ""));

@@ -38,8 +38,9 @@ static kop_err default_seats(kop_admission_request *req, kop_admission_response 
     return KOP_OK;
 }
 
-kop_err flightticket_webhooks(kop_manager *mgr, kop_status *st)
+kop_err flightticket_webhooks(kop_manager *mgr, void *user, kop_status *st)
 {
+    (void)user;
     kop_webhook_server *srv = NULL;
     kop_err err = kop_manager_webhook_server(mgr, &srv, st);
     if (!err)

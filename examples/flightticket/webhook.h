@@ -4,7 +4,8 @@
 
 #include <kop/kop.h>
 
-/* flightticket_webhooks registers the webhooks; nothing with --webhook-bind off. */
-kop_err flightticket_webhooks(kop_manager *mgr, kop_status *st);
+/* flightticket_webhooks registers the webhooks; nothing with --webhook-bind off.
+ * A kop_setup_fn (kop/program.h): main.c hands it to kop_main. */
+kop_err flightticket_webhooks(kop_manager *mgr, void *user, kop_status *st);
 
 #endif

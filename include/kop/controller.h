@@ -162,6 +162,14 @@ KOP_API KOP_NODISCARD kop_err kop_controller_owns(kop_controller *c, const kop_r
                                                   kop_informer **cache_out);
 
 /*
+ * kop_controller_owned_cache returns the informer kop_controller_owns made
+ * for child (same group, version and plural) on c, borrowed, owned by the
+ * manager; NULL when c does not own child (or either is NULL). What
+ * kop_reconcile_child reads a child from.
+ */
+KOP_API kop_informer *kop_controller_owned_cache(kop_controller *c, const kop_resource *child);
+
+/*
  * kop_map_fn maps a watched object to the keys to reconcile: it calls
  * emit(namespace, name, emit_ctx) once per key, during its own call (emit_ctx
  * carries the event's priority and is valid only until fn returns).

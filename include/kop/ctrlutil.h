@@ -34,6 +34,7 @@
 
 #include "kop/client.h"
 #include "kop/common.h"
+#include "kop/controller.h"
 #include "kop/err.h"
 #include "kop/informer.h"
 
@@ -137,6 +138,64 @@ KOP_API KOP_NODISCARD kop_err kop_create_or_update(kop_client *c, const kop_chil
  * in anything, nothing else in NULL.
  */
 KOP_API bool kop_json_contains(const json_t *have, const json_t *want);
+
+/* ---- inside a reconcile ------------------------------------------------- */
+
+/* kop_get_mode: whether kop_reconcile_get hands out an object being deleted. */
+typedef enum kop_get_mode {
+    KOP_GET_LIVE = 0, /* no: an object being deleted is NULL, like a gone one */
+    KOP_GET_DELETING, /* yes: the reconcile runs a finalizer's cleanup on it */
+} kop_get_mode;
+
+/*
+ * kop_reconcile_get reads the request's object from the controller's cache
+ * (req->cache) into *out (owned: json_decref). *out is NULL, and KOP_OK
+ * returned, when there is nothing to reconcile: the object is gone (the
+ * garbage collector deletes what it owned), or it is being deleted and
+ * mode is KOP_GET_LIVE. An operator with a finalizer asks for
+ * KOP_GET_DELETING and checks kop_meta_is_deleting itself. KOP_EINVAL
+ * without req, its cache or out; KOP_ENOMEM.
+ */
+KOP_API KOP_NODISCARD kop_err kop_reconcile_get(const kop_reconcile *req, kop_get_mode mode,
+                                                json_t **out, kop_status *st);
+
+/*
+ * kop_reconcile_child is kop_create_or_update of child (borrowed: only the
+ * fields the operator sets), of resource r, controlled by owner, from a
+ * reconcile: its cache is the one kop_controller_owns made for r on
+ * req->controller (none: the child is read from the apiserver), its field
+ * manager the manager's name. A write is logged at V(1) with the child's
+ * kind, name and what was done. result (may be NULL) says what was done.
+ * A NULL child (a json_pack that failed) is KOP_ENOMEM; otherwise what
+ * kop_create_or_update returns.
+ */
+KOP_API KOP_NODISCARD kop_err kop_reconcile_child(const kop_reconcile *req, const kop_resource *r,
+                                                  const json_t *owner, const json_t *child,
+                                                  kop_op_result *result, kop_status *st);
+
+/*
+ * kop_reconcile_status makes obj's status (obj as read, e.g. by
+ * kop_reconcile_get) show every field of status (borrowed, not changed)
+ * plus observedGeneration, the metadata.generation of obj. When obj's
+ * status already contains them all (kop_json_contains) nothing is written
+ * (KOP_OP_UNCHANGED); otherwise they are merge-patched into the status
+ * subresource of the controller's primary resource (KOP_OP_UPDATED), so
+ * fields others wrote stay. A NULL status (a json_pack that failed) is
+ * KOP_ENOMEM, one that is not an object KOP_EINVAL; a 404 says whether
+ * the CRD lacks the status subresource (as kop_patch_status). An obj
+ * without a generation (0) gets no observedGeneration. result may be NULL.
+ */
+KOP_API KOP_NODISCARD kop_err kop_reconcile_status(const kop_reconcile *req, const json_t *obj,
+                                                   const json_t *status, kop_op_result *result,
+                                                   kop_status *st);
+
+/*
+ * kop_reconcile_end turns a reconcile's outcome into its result: KOP_DONE
+ * for KOP_OK; otherwise it logs "reconcile failed" on req->log at error
+ * level with the error and st's message (st may be NULL), and returns
+ * KOP_RETRY, so the key comes back with per-key backoff.
+ */
+KOP_API kop_result kop_reconcile_end(const kop_reconcile *req, kop_err err, const kop_status *st);
 
 KOP_END_DECLS
 

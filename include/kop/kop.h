@@ -24,5 +24,6 @@
 #include "kop/events.h"
 #include "kop/webhook.h"
 #include "kop/ctrlutil.h"
+#include "kop/program.h"
 
 #endif /* KOP_KOP_H */

@@ -5,7 +5,9 @@
  * for one team's instance. This program reads the flags and wires the
  * layers (README.md): it runs the Challenge and pool controllers
  * (controller/) on a libkop manager, and serves the instance API and the
- * participant page (api/, web/). See docs/ctf-resources.md and docs/api.md.
+ * participant page (api/, web/), and, with --webhook-bind, the validating
+ * webhook for Challenges (controller/webhook.c). See docs/ctf-resources.md
+ * and docs/api.md.
  */
 #include <errno.h>
 #include <limits.h>
@@ -228,6 +230,8 @@ int main(int argc, char **argv)
     if (!err)
         err = ctf_setup_pool(&op, &st);
     if (!err)
+        err = ctf_setup_webhook(&op, &st);
+    if (!err)
         err = ctf_api_new(&op, &ao, &api, &st);
     if (!err)
         err = ctf_api_start(api, &st);
@@ -256,5 +260,6 @@ int main(int argc, char **argv)
         OPENSSL_cleanse(gateway_key, gateway_key_len);
         free(gateway_key);
     }
+    ctf_webhook_free(op.webhook);
     return err ? 1 : 0;
 }

@@ -20,7 +20,8 @@ use what earlier ones left: tokens rotated, writes spent, every answer seen):
   renew.py       POST .../renew and PUT with expiresAt
   streams.py     the event streams per team and as tokens change
   flag_check.py  POST .../flag, the admin's flag check
-  admin.py       the admin routes (stream, bulk stops, stop, extend; 403 for
+  admin.py       the admin routes (stream, bulk stops, stop, extend, the
+                 console's summary and last Events; 403 for
                  team tokens), flag attribution and stop on solve
 and, below, what the whole run answered: no flag or token in it, and the
 request metric counting every status it provoked.
@@ -82,6 +83,7 @@ SCENARIOS = [
     admin.test_flag_attribution,
     admin.test_admin_stream_and_bulk_stops,
     admin.test_stop_on_solve,
+    admin.test_summary_and_last_events,
     test_no_leaks,
     test_metrics,
 ]

@@ -3,8 +3,13 @@
 # docs/running-a-ctf.md) in headless Chromium against the real CTF operator on
 # a devcluster with fake nodes: the admin token opens the console, which lists
 # two teams' instances with their states (one in Error, with its reason),
-# filters by team, stops one instance (confirmed; it leaves the team's own
-# list), sorts; then CONSOLE_SCALE instances: the console renders them all and
+# the panel's numbers (per definition: running, starting, failed, stopping,
+# the warm pool's ready/claimed/target; the totals against --max-instances;
+# the teams at their quota) equal to what kubectl reads from the cluster,
+# the last-Events column showing each instance's newest Event as kubectl
+# lists it, filters by team, stops one instance (confirmed; it leaves the
+# team's own list and its team the quota list), sorts; then CONSOLE_SCALE
+# instances: the console renders them all and
 # filters them, and the times are printed (a measurement, never asserted
 # beyond generous bounds). test/e2e/page/console_test.mjs drives the browser;
 # screenshots go to $KOP_ARTIFACTS (default build/test-artifacts/console).
@@ -47,7 +52,7 @@ command -v "$NODE" >/dev/null || fail "no Node.js ($NODE) to run test/e2e/page/c
     fail "test/e2e/page/node_modules is missing: run npm ci --prefix test/e2e/page (make test does)"
 ok "Chromium, Node.js and playwright-core are there"
 
-log "cluster with fake nodes, CRDs, tokens, two definitions (one cannot start)"
+log "cluster with fake nodes, CRDs, tokens, three definitions (one cannot start, one keeps a warm pool)"
 "$DEVCLUSTER" start --dir "$DIR" --nodes 2 >/dev/null || fail "devcluster start"
 ctf_crds
 k create namespace ctf >/dev/null
@@ -86,16 +91,35 @@ spec:
         image: registry.example/kwok-image-pull-fails:1
         ports: [{containerPort: 80}]
   expose: [{name: http, pod: app, port: 80, type: HTTP}]
+---
+apiVersion: ctf.kopc.io/v1alpha1
+kind: ChallengeDefinition
+metadata: {name: pooled, namespace: ctf}
+spec:
+  title: Warm Welcome
+  category: web
+  points: 50
+  pool: {min: 2}
+  pods:
+  - name: web
+    template:
+      containers:
+      - name: web
+        image: registry.example/ctf/web:1
+        ports: [{containerPort: 8080}]
+  expose: [{name: http, pod: web, port: 8080, type: HTTP}]
+  flag: {static: "flag{pooled}"}
 EOF
-ok "devcluster with the CRDs, the token Secrets and the definitions web and broken"
+ok "devcluster with the CRDs, the token Secrets and the definitions web, broken and pooled (a pool of 2)"
 
-log "the operator, and three instances of two teams"
+log "the operator (2 instances a team), and three instances of two teams"
 API_PORT=$(free_port)
 METRICS_PORT=$(free_port)
 while [ "$METRICS_PORT" = "$API_PORT" ]; do METRICS_PORT=$(free_port); done
 URL=http://127.0.0.1:$API_PORT
 "$OPERATOR" --kubeconfig "$DIR/kubeconfig" --metrics-bind "127.0.0.1:$METRICS_PORT" \
     --api-bind "127.0.0.1:$API_PORT" --api-heartbeat 2 --max-instances $((SCALE + 100)) \
+    --max-instances-per-team 2 \
     >>"$WORK/op.log" 2>&1 &
 op_pid=$!
 wait_for 60 "the API answers" curl -sf "$URL/api/openapi.json"
@@ -116,8 +140,9 @@ ok "team-a/web and team-b/web Running, team-b/broken in Error"
 log "the console in headless Chromium"
 CONSOLE_URL=$URL/ CONSOLE_ADMIN_TOKEN=$ADMIN_TOKEN CONSOLE_TEAM_B_TOKEN=${TOKENS[team-b]} \
     CONSOLE_SCALE=$SCALE CONSOLE_ARTIFACTS=$ARTIFACTS CHROMIUM=$CHROMIUM \
+    CONSOLE_KUBECTL=$KUBECTL CONSOLE_KUBECONFIG=$DIR/kubeconfig CONSOLE_MAX_INSTANCES=$((SCALE + 100)) \
     "$NODE" "$PAGE_DIR/console_test.mjs" || fail "the console test failed (screenshots in $ARTIFACTS)"
-ok "the console: every instance with its state and reason, filter, stop, sort, $SCALE instances"
+ok "the console: every instance with its state and reason, the panel as the cluster counts, the last Events, filter, stop, sort, $SCALE instances"
 
 kill -0 "$op_pid" 2>/dev/null || fail "the operator died"
 grep -qF -e "$ADMIN_TOKEN" -e "${TOKENS[team-b]}" "$WORK/op.log" && fail "a token appears in the operator's log"

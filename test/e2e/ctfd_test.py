@@ -5,16 +5,25 @@ cookie and CSRF nonce), against the CTF operator on a real node.
 
 Run by ctfd_test.sh, which starts the devcluster, the operator and CTFd and
 passes, in the environment: CTFD (CTFd's URL), API and ADMIN_TOKEN (kopc's),
-PASSED_FILE, and STATE_FILE (where this writes what the browser test needs:
-a player's name and password and the challenge's id).
+KUBECTL and KUBECONFIG (to add a definition), PASSED_FILE, and STATE_FILE
+(where this writes what the browser test needs: a player's name and password
+and the challenge's id).
+
+Besides the players' path, it checks what organizers see: a player who
+submits another team's flag is told "Incorrect" and the plugin's admin page
+lists it (when, who, whose flag, which challenge), a made-up flag is not
+listed; and with spec.stopOnSolve a correct flag submitted through CTFd
+stops the team's instance in kopc.
 
 Checks print "ok N - what" or raise; waits poll a condition with a generous
 bound and never assert a duration.
 """
+import html
 import json
 import os
 import re
 import secrets
+import subprocess
 import sys
 import time
 import urllib.error
@@ -28,6 +37,8 @@ CTFD = os.environ["CTFD"].rstrip("/")
 API = os.environ["API"]
 ADMIN = os.environ["ADMIN_TOKEN"]
 STATE_FILE = os.environ["STATE_FILE"]
+KUBECTL = os.environ["KUBECTL"]
+KUBECONFIG = os.environ["KUBECONFIG"]
 PLUGIN = CTFD + "/plugins/kopc_ctfd/api/instances/"
 
 # ---- kopc, asked directly with its admin token (the truth the plugin must show) ----
@@ -174,7 +185,7 @@ def setup():
     adm.create("/flags", {"challenge": web["id"], "content": "flag{r0b0ts_txt_t3lls_4ll}", "type": "static"})
     check(nc["type"] == "kopc" and nc["kopc_definition"] == "nc", f"the challenge as CTFd reads it: {nc}")
     ok("kopc challenges made through CTFd's admin API (a missing definition and a bad name refused)")
-    return adm, players, nc["id"], web["id"]
+    return b, adm, players, nc["id"], web["id"]
 
 
 # ---- who may use a challenge's instance ----------------------------------------------
@@ -362,11 +373,86 @@ def scenario(adm, players, nc, web):
                    "challenge_name": "Greeter"}, f)
 
 
+# ---- what the organizers see: shared flags, stop on solve ------------------------------
+
+
+def shared_rows(admin_browser):
+    """The plugin's admin list of shared flags, parsed from its page: one dict a row."""
+    r = admin_browser.s.get(CTFD + "/admin/kopc", timeout=30)
+    check(r.status_code == 200, f"the plugin's admin page: {r.status_code}")
+    rows = []
+    for tr in re.findall(r'<tr class="kopc-shared-row"(.*?)>', r.text, re.S):
+        rows.append({k: html.unescape(v) for k, v in re.findall(r'data-([a-z-]+)="([^"]*)"', tr)})
+    return rows
+
+
+def admin_list(admin_browser, players, nc):
+    log("the plugin's admin page lists the shared flag")
+    rows = shared_rows(admin_browser)
+    check(len(rows) == 1, f"the admin list of shared flags has {len(rows)} rows, want bob's one: {rows}")
+    row = rows[0]
+    want = {"user": "bob", "account": "Blue Team!", "submitter": players["bob"]["kopc_team"],
+            "owner": players["alice"]["kopc_team"], "owner-name": "Red Team", "challenge": "Greeter",
+            "challenge-id": str(nc)}
+    check({k: row.get(k) for k in want} == want, f"the shared flag's row {row}, want {want}")
+    when = row.get("when", "")
+    check(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", when), f"the row's time: {when!r}")
+    page = admin_browser.s.get(CTFD + "/admin/kopc", timeout=30).text
+    check(ADMIN not in page, "the plugin's admin page shows kopc's admin token")
+    ok("bob's submission of alice's flag (CTFd told him Incorrect) is listed on the plugin's admin page: when, "
+       "bob of Blue Team!, Red Team's flag, the challenge Greeter; the made-up flag is not listed")
+
+
+def kubectl(*args, stdin=None):
+    r = subprocess.run([KUBECTL, "--kubeconfig", KUBECONFIG, "--request-timeout=30s", *args],
+                       capture_output=True, text=True, input=stdin)
+    check(r.returncode == 0, f"kubectl {' '.join(args)}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def stop_on_solve(adm, players):
+    log("stop on solve: a correct flag through CTFd stops the team's instance")
+    d = json.loads(kubectl("-n", "ctf", "get", "chaldef", "nc", "-o", "json"))
+    d["metadata"] = {"name": "nc-solve", "namespace": "ctf"}
+    d.pop("status", None)
+    d["spec"]["stopOnSolve"] = True
+    kubectl("apply", "-f", "-", stdin=json.dumps(d))
+    wait(60, "kopc to offer nc-solve", lambda: "nc-solve" in {
+        c["name"] for c in kopc("GET", "/api/v1/challenges")[1]["challenges"]})
+    cid = adm.create("/challenges", {"name": "Solver", "category": "pwn", "value": 10, "state": "visible",
+                                     "description": "Solve it and it goes.", "type": "kopc",
+                                     "kopc_definition": "nc-solve", "kopc_flag": "kopc"})["id"]
+    alice = Browser()
+    alice.login("alice", players["alice"]["password"])
+    team = players["alice"]["kopc_team"]
+    wait(120, f"{team} to hold no instance (one a team)", lambda: kopc_instances(team) == [])
+    status, body = alice.instance(cid, "PUT")
+    check(status == 200 and body["data"]["state"] in ("Starting", "Running"), f"Start Solver: {status} {body}")
+    view = wait(180, "alice's Solver instance Running", lambda: running(alice, cid), every=0.5)
+    flag = flag_from(view["endpoints"][0]["address"])
+    r = alice.attempt(cid, "flag{" + "1" * 32 + "}")
+    check(r["status"] == "incorrect", f"a wrong flag of Solver: {r}")
+    check([i["challenge"] for i in kopc_instances(team)] == ["nc-solve"], "a wrong flag stopped the instance")
+    r = alice.attempt(cid, flag)
+    check(r["status"] == "correct" and "stopped" in r["message"], f"alice's flag of Solver: {r}")
+    wait(120, "alice's Solver instance stopped in kopc", lambda: all(
+        i["state"] == "Stopping" for i in kopc_instances(team)))
+    wait(120, "alice's Solver instance gone", lambda: kopc_instances(team) == [])
+    status, body = alice.instance(cid)
+    check(status == 200 and body["data"]["state"] == "Stopped", f"the plugin's view after the solve: {status} {body}")
+    status, body = adm.call("DELETE", f"/challenges/{cid}")
+    check(status == 200, f"delete Solver: {status} {body}")
+    ok(f"with stopOnSolve, a wrong flag through CTFd stops nothing; alice's correct flag is Correct ({r['message']!r}) "
+       f"and kopc stops and removes her instance")
+
+
 def main():
     try:
-        adm, players, nc, web = setup()
+        admin_browser, adm, players, nc, web = setup()
         access(adm, players, nc, web)
         scenario(adm, players, nc, web)
+        admin_list(admin_browser, players, nc)
+        stop_on_solve(adm, players)
     except Fail as e:
         print(f"FAIL: {e}", file=sys.stderr, flush=True)
         return 1

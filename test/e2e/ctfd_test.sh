@@ -9,7 +9,10 @@
 #     node and read their team's flag, submit it to CTFd (correct; another
 #     team's flag incorrect), extend, hit the quota (in plain words), stop; a
 #     challenge in flag mode "ctfd" keeps CTFd's flags; a banned and a deleted
-#     team lose their instances.
+#     team lose their instances; the plugin's admin page lists the submission
+#     of another team's flag (when, who, whose, which challenge) and not a
+#     made-up one; with stopOnSolve a correct flag through CTFd stops the
+#     team's instance in kopc.
 #   - page/ctfd_page_test.mjs: Chromium through CTFd's own pages: log in,
 #     open the challenge, Start, Running, reload, still Running, Stop
 #     (screenshots in $KOP_ARTIFACTS, default build/test-artifacts/ctfd).

@@ -68,7 +68,7 @@ build() {
 }
 build || fail "the generated project does not build"
 OPERATOR=$SITE/build/website-operator
-out=$("$OPERATOR" --help 2>&1) && fail "--help exited 0"
+out=$("$OPERATOR" --help 2>&1) || fail "--help exited $? (kop_main: 0)"
 grep -q -- '--metrics-bind' <<<"$out" || fail "--help: $out"
 ok "the generated project builds out of tree against the installed libkop, -Werror clean"
 

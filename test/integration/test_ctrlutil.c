@@ -19,8 +19,16 @@
  * - Start-up typos: a wrong plural, kind or version ends kop_manager_run
  *   at once with a message naming group, version, plural and kind.
  * - A status write to a CRD without the status subresource says so.
+ * - kop_main runs a whole operator (flags, manager, controller owning
+ *   ConfigMaps) whose reconcile is kop_reconcile_get/child/status/end: the
+ *   child is created controlled by the site with the manager's name as
+ *   field manager, status shows phase and observedGeneration, the pass the
+ *   status write causes writes nothing, a spec edit reaches the child and
+ *   observedGeneration, a deleted site is a pass with nothing to do, and
+ *   SIGTERM ends kop_main with 0.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -659,6 +667,184 @@ static void test_status_without_subresource(void **state)
     json_decref(plain);
 }
 
+/* ---- kop_main and the kop_reconcile_* helpers ---------------------------------------- */
+
+struct main_op {
+    atomic_int children_written, status_written, status_unchanged, nothing, failed;
+};
+static struct main_op mop;
+
+static kop_result main_reconcile(const kop_reconcile *req, void *user)
+{
+    struct main_op *op = user;
+    json_t *site = NULL, *page = NULL, *status = NULL;
+    kop_op_result child_did = KOP_OP_UNCHANGED, status_did = KOP_OP_UNCHANGED;
+    kop_status st;
+    kop_err err = kop_reconcile_get(req, KOP_GET_LIVE, &site, &st);
+    if (!err && !site)
+        atomic_fetch_add(&op->nothing, 1);
+    if (!err && site) {
+        page = json_pack("{s:{s:s+}, s:{s:O}}", "metadata", "name", kop_meta_name(site), "-main",
+                         "data", "title", json_object_get(json_object_get(site, "spec"), "title"));
+        status = json_pack("{s:s}", "phase", "Ready");
+        err = kop_reconcile_child(req, &CONFIGMAPS, site, page, &child_did, &st);
+        if (!err)
+            err = kop_reconcile_status(req, site, status, &status_did, &st);
+    }
+    if (err)
+        atomic_fetch_add(&op->failed, 1);
+    if (child_did != KOP_OP_UNCHANGED)
+        atomic_fetch_add(&op->children_written, 1);
+    if (!err && site)
+        atomic_fetch_add(status_did == KOP_OP_UPDATED ? &op->status_written : &op->status_unchanged,
+                         1);
+    json_decref(status);
+    json_decref(page);
+    json_decref(site);
+    return kop_reconcile_end(req, err, &st);
+}
+
+static const kop_resource *const MAIN_OWNS[] = {&CONFIGMAPS, NULL};
+
+struct main_run {
+    char kubeconfig[512];
+    int rc;
+    atomic_bool done;
+};
+
+static void *main_thread(void *arg)
+{
+    struct main_run *r = arg;
+    char *argv[] = {"main-operator", "--kubeconfig", r->kubeconfig, "--metrics-bind", "0",
+                    "--namespace", env.ns, NULL};
+    r->rc = kop_main(7, argv, &(kop_main_opts){
+        .manager.name = "main-test",
+        /* No generation predicate: the pass after our status write must find nothing to write. */
+        .controller = {.name = "main-site", .for_resource = SITES, .reconcile = main_reconcile,
+                       .user = &mop},
+        .owns = MAIN_OWNS});
+    atomic_store(&r->done, true);
+    return NULL;
+}
+
+/* site_shows reads main-site's status: phase Ready at observedGeneration == generation == gen. */
+static bool site_shows(int64_t gen)
+{
+    json_t *s = server(&SITES, "main-site");
+    const json_t *status = json_object_get(s, "status");
+    bool ok = s && kop_meta_generation(s) == gen &&
+              kop_streq(json_string_value(json_object_get(status, "phase")), "Ready") &&
+              json_integer_value(json_object_get(status, "observedGeneration")) == gen;
+    json_decref(s);
+    return ok;
+}
+
+static bool wait_until(bool (*cond)(int64_t), int64_t arg)
+{
+    for (int i = 0; i < 600; i++) {
+        if (cond(arg))
+            return true;
+        usleep(100 * 1000);
+    }
+    return false;
+}
+
+static bool page_titled_hello(int64_t unused)
+{
+    (void)unused;
+    return page_says("main-site-main", "hello");
+}
+
+static bool page_titled_bonjour(int64_t unused)
+{
+    (void)unused;
+    return page_says("main-site-main", "bonjour");
+}
+
+static void test_main(void **state)
+{
+    (void)state;
+    static struct main_run run;
+    kop_status st;
+    it_path(&env, "kubeconfig", run.kubeconfig, sizeof run.kubeconfig);
+    /* SIGTERM stays pending until the manager's sigwait takes it, whichever
+     * thread it is sent to (kop_manager_new blocks it only in its thread). */
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    assert_int_equal(pthread_sigmask(SIG_BLOCK, &term, NULL), 0);
+
+    json_t *site = make_site(&SITES, "main-site");
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, main_thread, &run), 0);
+
+    /* The child, controlled by the site, written under the manager's name. */
+    assert_true(wait_until(page_titled_hello, 0));
+    json_t *cm = server(&CONFIGMAPS, "main-site-main");
+    assert_true(kop_meta_is_controlled_by(cm, kop_meta_uid(site)));
+    bool by_us = false;
+    size_t i;
+    json_t *mf;
+    json_array_foreach(json_object_get(json_object_get(cm, "metadata"), "managedFields"), i, mf)
+        by_us |= kop_streq(json_string_value(json_object_get(mf, "manager")), "main-test");
+    assert_true(by_us);
+    json_decref(cm);
+
+    /* Status with observedGeneration; the pass our status write caused writes nothing. */
+    assert_true(wait_until(site_shows, 1));
+    assert_true(wait_for(&mop.status_unchanged, 1));
+    json_t *now = server(&SITES, "main-site");
+    char site_rv[64];
+    snprintf(site_rv, sizeof site_rv, "%s", kop_meta_resource_version(now));
+    json_decref(now);
+    int settled = atomic_load(&mop.status_unchanged);
+    int written = atomic_load(&mop.children_written);
+    assert_true(written >= 1);
+    json_t *p = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "poke", "1");
+    assert_int_equal(kop_patch_object(env.client,
+                                      &(kop_patch_req){.target = {&CONFIGMAPS, env.ns,
+                                                                  "main-site-main"},
+                                                       .type = KOP_PATCH_MERGE, .patch = p},
+                                      NULL, &st),
+                     KOP_OK);
+    json_decref(p);
+    assert_true(wait_for(&mop.status_unchanged, settled + 1)); /* woken through the child */
+    now = server(&SITES, "main-site");
+    assert_string_equal(kop_meta_resource_version(now), site_rv);
+    json_decref(now);
+    assert_int_equal(atomic_load(&mop.children_written), written);
+
+    /* A spec edit reaches the child and observedGeneration. */
+    p = json_pack("{s:{s:s}}", "spec", "title", "bonjour");
+    assert_int_equal(kop_patch_object(env.client,
+                                      &(kop_patch_req){.target = {&SITES, env.ns, "main-site"},
+                                                       .type = KOP_PATCH_MERGE, .patch = p},
+                                      NULL, &st),
+                     KOP_OK);
+    json_decref(p);
+    assert_true(wait_until(page_titled_bonjour, 0));
+    assert_true(wait_until(site_shows, 2));
+
+    /* Deleted: a pass with nothing to do, no error. */
+    int nothing = atomic_load(&mop.nothing);
+    assert_int_equal(kop_delete_object(env.client,
+                                       &(kop_delete_req){.target = {&SITES, env.ns, "main-site"}},
+                                       NULL, &st),
+                     KOP_OK);
+    assert_true(wait_for(&mop.nothing, nothing + 1));
+    assert_int_equal(atomic_load(&mop.failed), 0);
+
+    /* SIGTERM: kop_main returns 0. */
+    assert_false(atomic_load(&run.done));
+    assert_int_equal(kill(getpid(), SIGTERM), 0);
+    for (int j = 0; j < 300 && !atomic_load(&run.done); j++)
+        usleep(100 * 1000);
+    assert_true(atomic_load(&run.done));
+    pthread_join(t, NULL);
+    assert_int_equal(run.rc, 0);
+    json_decref(site);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -667,6 +853,7 @@ int main(void)
         cmocka_unit_test(test_operator),
         cmocka_unit_test(test_startup_typos),
         cmocka_unit_test(test_status_without_subresource),
+        cmocka_unit_test(test_main),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -11,6 +11,10 @@
 #     kop_status, and stats getters are named _read_stats (check_api_shape.py);
 #   - docs/reliability.md's RBAC table states what config/rbac grants
 #     (check_rbac_doc.py);
+#   - the Challenge validating webhook as config/with-webhook and the chart
+#     render it (check_webhook_install.py): CREATE only, Fail fast, never
+#     the system namespaces, the path served, the certificate mounted and
+#     verifying; none in config/default nor the chart's defaults;
 #   - one version everywhere: CMake project, KOP_VERSION_STRING, kop.pc (via
 #     CMake), the chart's version and appVersion, the image tag in
 #     config/default, config/manager and the Makefile, and the version of
@@ -47,6 +51,14 @@ ok "alert rules and dashboard are well formed and use only registered metrics"
 
 python3 test/packaging/check_rbac_doc.py "$SRC" >/dev/null || { python3 test/packaging/check_rbac_doc.py "$SRC"; fail "docs/reliability.md's RBAC table"; }
 ok "docs/reliability.md's RBAC table states what config/rbac grants"
+
+if [ -x build/bin/kubectl ] && [ -x build/bin/helm ]; then
+    python3 test/packaging/check_webhook_install.py "$SRC" build/bin/kubectl build/bin/helm ||
+        fail "the webhook's install files (see above)"
+    ok "config/with-webhook and the chart install the Challenge webhook as docs/operations.md says"
+else
+    echo "skip: the webhook's install files need build/bin/kubectl and build/bin/helm (make helm)"
+fi
 
 v=$(sed -n 's/^project(kopc VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 [ -n "$v" ] || fail "no version in CMakeLists.txt"

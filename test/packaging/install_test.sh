@@ -56,13 +56,13 @@ ok "the shared library exports $nsyms kop_ functions and nothing else"
 # source tree is on any include path.
 mkdir -p "$WORK/ft"
 cp "$SRC/examples/flightticket/main.c" "$SRC/examples/flightticket/webhook.c" \
-    "$SRC/examples/flightticket/webhook.h" "$WORK/ft/"
+    "$SRC/examples/flightticket/webhook.h" "$SRC/examples/flightticket/flight_ticket_types.h" "$WORK/ft/"
 
-# run_example BINARY: it starts, prints libkop's usage, and fails as libkop
-# does on a kubeconfig that does not exist.
+# run_example BINARY: it starts, prints libkop's usage for --help (kop_main:
+# exit 0), and fails as libkop does on a kubeconfig that does not exist.
 run_example() {
     local bin=$1 out
-    out=$("$bin" --help 2>&1) && fail "$bin --help exited 0"
+    out=$("$bin" --help 2>&1) || fail "$bin --help exited $?"
     grep -q -- '--metrics-bind ADDR' <<<"$out" || fail "$bin --help: $out"
     out=$("$bin" --kubeconfig "$WORK/no-such-kubeconfig" --metrics-bind 0 2>&1) && fail "$bin ran without a kubeconfig"
     grep -q 'no-such-kubeconfig' <<<"$out" || fail "$bin without a kubeconfig said: $out"

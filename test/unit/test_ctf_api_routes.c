@@ -41,6 +41,9 @@ static const struct {
     /* The admin console's routes. */
     {"/api/v1/admin/instances", KOP_OK, CTF_ROUTE_ADMIN_INSTANCES, "", "", ""},
     {"/api/v1/admin/events", KOP_OK, CTF_ROUTE_ADMIN_EVENTS, "", "", ""},
+    {"/api/v1/admin/summary", KOP_OK, CTF_ROUTE_ADMIN_SUMMARY, "", "", ""},
+    {"/api/v1/admin/summary/", KOP_ENOTFOUND, 0, "", "", ""},
+    {"/api/v1/admin/summary/web", KOP_ENOTFOUND, 0, "", "", ""},
     {"/api/v1/admin/teams/team-a/instances", KOP_OK, CTF_ROUTE_ADMIN_STOP_TEAM, "team-a", "", ""},
     {"/api/v1/admin/teams/team-a/instances/web", KOP_OK, CTF_ROUTE_ADMIN_STOP, "team-a", "web", ""},
     {"/api/v1/admin/teams/team-a/instances/web/renew", KOP_OK, CTF_ROUTE_ADMIN_RENEW, "team-a",
@@ -159,6 +162,10 @@ static void test_route_allows(void **state)
     assert_true(ctf_route_allows(&r, "POST"));
     assert_false(ctf_route_allows(&r, "DELETE"));
     assert_int_equal(ctf_route_parse("/api/v1/admin/events", &r, NULL), KOP_OK);
+    assert_true(ctf_route_is_admin(r.kind));
+    assert_true(ctf_route_allows(&r, "GET"));
+    assert_false(ctf_route_allows(&r, "DELETE"));
+    assert_int_equal(ctf_route_parse("/api/v1/admin/summary", &r, NULL), KOP_OK);
     assert_true(ctf_route_is_admin(r.kind));
     assert_true(ctf_route_allows(&r, "GET"));
     assert_false(ctf_route_allows(&r, "DELETE"));
@@ -291,6 +298,32 @@ static void test_body_too_big(void **state)
     free(big);
 }
 
+/* A create the operator's webhook refused is answered as the API's own refusal. */
+static void test_webhook_refusal(void **state)
+{
+    (void)state;
+    kop_status st = {.code = 403};
+    ctf_api_refusal r;
+    snprintf(st.reason, sizeof st.reason, "QuotaExceeded");
+    snprintf(st.message, sizeof st.message,
+             "admission webhook \"validate-challenge.ctf.kopc.io\" denied the request: team a "
+             "already runs 3 instances");
+    assert_true(ctf_api_webhook_refusal(KOP_EFORBIDDEN, &st, &r));
+    assert_int_equal(r.code, 409);
+    assert_string_equal(r.reason, "QuotaExceeded");
+    assert_string_equal(r.message, "team a already runs 3 instances");
+    snprintf(st.reason, sizeof st.reason, "DefinitionNotFound");
+    snprintf(st.message, sizeof st.message, "no prefix here");
+    assert_true(ctf_api_webhook_refusal(KOP_EFORBIDDEN, &st, &r));
+    assert_int_equal(r.code, 404);
+    assert_string_equal(r.message, "no prefix here");
+    /* Anything else is not the webhook's refusal: RBAC's Forbidden, other errors. */
+    snprintf(st.reason, sizeof st.reason, "Forbidden");
+    assert_false(ctf_api_webhook_refusal(KOP_EFORBIDDEN, &st, &r));
+    snprintf(st.reason, sizeof st.reason, "QuotaExceeded");
+    assert_false(ctf_api_webhook_refusal(KOP_ECONFLICT, &st, &r));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -299,6 +332,7 @@ int main(void)
         cmocka_unit_test(test_body_table),
         cmocka_unit_test(test_body_too_big),
         cmocka_unit_test(test_flag_body),
+        cmocka_unit_test(test_webhook_refusal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

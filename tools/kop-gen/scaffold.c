@@ -520,7 +520,7 @@ static void owned_blocks(const kopgen_project *p, struct vars *vs)
         builder(builders.f, crd, o);
         fprintf(calls.f,
                 "    if (!err) /* the %s */\n"
-                "        err = apply_child(req, ctx, obj, OWNED_%s_I, build_%s(obj), &st);\n",
+                "        err = apply_child(req, obj, OWNED_%s_I, build_%s(obj), &st);\n",
                 o->kind, up, o->ident);
         fprintf(rules.f,
                 "# %s: read from the cache (list, watch), written with server-side apply\n"

@@ -40,3 +40,17 @@ app.kubernetes.io/part-of: kopc
 {{- define "kopc-ctf.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
+
+{{/* kopc-ctf.webhookName: the webhook's Service, Certificate and Secret prefix. */}}
+{{- define "kopc-ctf.webhookName" -}}
+{{- printf "%s-webhook" (include "kopc-ctf.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* kopc-ctf.webhookCertManager: "true" when cert-manager makes the webhook's
+certificate (webhook.certManager.enabled true, or auto and its API served). */}}
+{{- define "kopc-ctf.webhookCertManager" -}}
+{{- $cm := .Values.webhook.certManager.enabled -}}
+{{- if or (eq (toString $cm) "true") (and (eq (toString $cm) "auto") (.Capabilities.APIVersions.Has "cert-manager.io/v1")) -}}
+true
+{{- end -}}
+{{- end -}}

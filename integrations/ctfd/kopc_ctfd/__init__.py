@@ -6,7 +6,11 @@ plugin's routes (below) call the kopc instance API from CTFd's backend with
 the admin token, which never leaves the server. Submissions of a kopc
 challenge are checked by kopc (POST .../flag: kopc derives the team's flag
 and answers yes or no), so neither CTFd nor the plugin ever holds a flag;
-a challenge may instead keep CTFd's own flags (flag mode "ctfd").
+a challenge may instead keep CTFd's own flags (flag mode "ctfd"). A wrong
+submission that kopc says is another team's flag (sharedFrom) is recorded
+(KopcSharedFlag) and listed on the admin page: when, who submitted it, whose
+flag it was, which challenge. A correct one that stopped the instance
+(spec.stopOnSolve) says so to the player.
 
 A player may use a challenge's instance as CTFd's own challenge API lets
 them see and attempt it: logged in, the CTF's challenge visibility, a
@@ -23,11 +27,13 @@ Configuration: KOPC_API_URL and KOPC_ADMIN_TOKEN in CTFd's environment, or
 the admin page /admin/kopc (the environment wins; the token is never shown).
 """
 
+import datetime
 import logging
 import os
 
 from flask import Blueprint, abort, g, has_request_context, jsonify, render_template, request
 from sqlalchemy import event, inspect
+from sqlalchemy.exc import SQLAlchemyError
 
 from CTFd.exceptions.challenges import ChallengeCreateException, ChallengeUpdateException
 from CTFd.models import Challenges, Solves, Teams, Users, db
@@ -46,13 +52,17 @@ from .client import KopcClient, KopcError
 from .mapping import (
     NOT_CONFIGURED,
     challenge_refusal,
+    flag_verdict,
     instance_error,
+    kopc_account,
     kopc_team,
     player_view,
+    shared_record,
     valid_definition,
 )
 
 PLUGIN = "kopc_ctfd"
+SHARED_SHOWN = 500  # the newest shared-flag submissions the admin page lists
 ASSETS = f"/plugins/{PLUGIN}/assets/"
 FLAG_MODES = ("kopc", "ctfd")
 log = logging.getLogger(PLUGIN)
@@ -84,6 +94,50 @@ class KopcChallengeModel(Challenges):
     id = db.Column(db.Integer, db.ForeignKey("challenges.id", ondelete="CASCADE"), primary_key=True)
     kopc_definition = db.Column(db.String(253), nullable=False, default="")
     kopc_flag = db.Column(db.String(16), nullable=False, default="kopc")
+
+
+class KopcSharedFlag(db.Model):
+    """A wrong submission that was another team's flag, as kopc attributed it.
+    Names are copied when recorded (mapping.shared_record), so the row still
+    reads after a rename; no foreign keys, so deleting an account or a
+    challenge does not delete the evidence."""
+
+    __tablename__ = "kopc_shared_flag"
+    id = db.Column(db.Integer, primary_key=True)
+    date = db.Column(db.DateTime, default=datetime.datetime.utcnow, index=True)
+    submitter = db.Column(db.String(63), nullable=False)  # the submitting account's kopc team
+    owner = db.Column(db.String(63), nullable=False)  # the kopc team whose flag it was
+    owner_name = db.Column(db.String(128), nullable=False, default="")
+    user_id = db.Column(db.Integer)
+    user_name = db.Column(db.String(128), nullable=False, default="")
+    account_name = db.Column(db.String(128), nullable=False, default="")
+    challenge_id = db.Column(db.Integer, nullable=False)
+    challenge_name = db.Column(db.String(128), nullable=False, default="")
+
+
+def account_name(team):
+    """The CTFd name of the account a kopc team stands for, or None."""
+    acct = kopc_account(team)
+    if acct is None:
+        return None
+    model = Teams if acct[0] == "team" else Users
+    row = model.query.filter_by(id=acct[1]).first()
+    return row.name if row is not None else None
+
+
+def record_shared(user, team, owner, challenge):
+    """Records that user (of kopc team team) submitted owner's flag of challenge.
+    A failure to record is logged, never the player's problem."""
+    try:
+        own = get_current_team() if is_teams_mode() else user
+        row = shared_record(team, owner, account_name(owner), user.id, user.name, own.name if own else "",
+                            challenge.id, challenge.name)
+        db.session.add(KopcSharedFlag(**row))
+        db.session.commit()
+        log.warning("kopc: %s (%s) submitted the flag of %s for challenge %s", user.name, team, owner, challenge.name)
+    except SQLAlchemyError as e:
+        db.session.rollback()
+        log.error("kopc: a shared flag (%s submitted %s's) could not be recorded: %s", team, owner, e)
 
 
 def check_fields(data, exc):
@@ -148,11 +202,17 @@ class KopcInstanceChallenge(BaseChallenge):
         if not submission or team is None:
             return ChallengeResponse(status="incorrect", message="Incorrect")
         try:
-            correct = client().check_flag(team, challenge.kopc_definition, submission)
+            answer = client().check_flag(team, challenge.kopc_definition, submission)
         except KopcError as e:
             # A refusal is not a wrong flag, but CTFd knows no third answer:
             # say why, so the player retries rather than doubts the flag.
             return ChallengeResponse(status="incorrect", message=f"The flag could not be checked: {e}")
+        correct, shared_from, stopped = flag_verdict(answer, team)
+        if shared_from:
+            # The player is told "Incorrect" as for any wrong flag: the record is for the organizers.
+            record_shared(get_current_user(), team, shared_from, challenge)
+        if stopped:
+            return ChallengeResponse(status="correct", message="Correct. Your instance has been stopped: it is no longer needed.")
         return ChallengeResponse(
             status="correct" if correct else "incorrect", message="Correct" if correct else "Incorrect"
         )
@@ -249,8 +309,12 @@ def admin_page():
             reachable = f"kopc offers {len(client().definitions())} challenge definition(s)."
         except KopcError as e:
             reachable = str(e)
+    shared = KopcSharedFlag.query.order_by(KopcSharedFlag.id.desc()).limit(SHARED_SHOWN).all()
     return render_template(
         "kopc_admin.html",
+        shared=shared,
+        shared_total=KopcSharedFlag.query.count(),
+        shared_shown=SHARED_SHOWN,
         api_url=get_config("kopc_api_url") or "",
         env_url=bool(os.environ.get("KOPC_API_URL")),
         env_token=bool(os.environ.get("KOPC_ADMIN_TOKEN")),

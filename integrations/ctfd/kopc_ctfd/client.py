@@ -95,6 +95,9 @@ class KopcClient:
         return body
 
     def check_flag(self, team, challenge, flag):
-        """Whether flag is the team's flag of challenge (kopc compares; it never says the flag)."""
+        """kopc's answer to whether flag is the team's flag of challenge (kopc
+        compares; it never says the flag): {"correct": bool}, with "sharedFrom"
+        when a wrong flag is another team's, "stopped" when a correct one stopped
+        the instance (mapping.flag_verdict reads it)."""
         _, body = self._call("POST", self._path(team, challenge, "flag"), {"flag": flag})
-        return bool((body or {}).get("correct"))
+        return body if isinstance(body, dict) else {}

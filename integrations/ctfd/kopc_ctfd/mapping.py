@@ -1,6 +1,9 @@
-"""mapping.py - the plugin's pure part: which kopc team a CTFd account is,
-whether a player may use a challenge, what a kopc answer means in plain
-words, and what of an Instance a player sees. No Flask, no CTFd, no network: unit-tested by tests/test_mapping.py.
+"""mapping.py - the plugin's pure part: which kopc team a CTFd account is
+(and back), whether a player may use a challenge, what a kopc answer means
+in plain words (a flag check's included: correct, another team's flag,
+stopped on solve), what of an Instance a player sees, and what is recorded
+of a shared flag. No Flask, no CTFd, no network: unit-tested by
+tests/test_mapping.py.
 
 The team mapping is by id, never by name: CTFd lets teams rename themselves
 and allows names kopc could not use (spaces, capitals, emoji), while ids are
@@ -36,6 +39,17 @@ def kopc_team(team_id=None, user_id=None):
     if user_id is not None:
         return f"user-{int(user_id)}"
     raise ValueError("a kopc team needs a CTFd team or user id")
+
+
+def kopc_account(team):
+    """The CTFd account a kopc team stands for: ("team", id) or ("user", id); None
+    for a name this plugin never makes (another platform's team, say)."""
+    if not isinstance(team, str) or not DNS_LABEL.match(team) or len(team) > 63:
+        return None
+    kind, _, num = team.partition("-")
+    if kind not in ("team", "user") or not num.isdigit() or num != str(int(num)):
+        return None
+    return kind, int(num)
 
 
 def valid_definition(name):
@@ -119,3 +133,44 @@ def instance_error(view):
     reason = view.get("reason") or "Error"
     message = view.get("message") or "no details"
     return f"The instance failed to start ({reason}: {message}). Stop it and start it again, or tell the organizers."
+
+
+# ---- the flag check ------------------------------------------------------------------
+
+
+def flag_verdict(answer, team):
+    """kopc's answer to a flag check (POST .../flag, docs/api.md) read for team:
+    (correct, shared_from, stopped). shared_from is the kopc team whose flag a
+    wrong submission was (kopc's sharedFrom), None when kopc names none, names
+    the submitter's own team, or names something that is no team; stopped is
+    true when a correct flag stopped the instance (spec.stopOnSolve)."""
+    if not isinstance(answer, dict):
+        return False, None, False
+    correct = answer.get("correct") is True
+    shared = answer.get("sharedFrom")
+    if correct or not isinstance(shared, str) or len(shared) > 63 or not DNS_LABEL.match(shared) or shared == team:
+        shared = None
+    return correct, shared, correct and answer.get("stopped") is True
+
+
+def shared_record(submitter, owner, owner_name, user_id, user_name, account_name, challenge_id, challenge_name):
+    """The row recorded of a wrong submission that was another team's flag: who
+    submitted it (the user, their account's name and kopc team), whose flag it
+    was (kopc team, and the CTFd name it stood for when it was recorded, or the
+    kopc team when it stands for no account), and which challenge. Names are
+    copied, so the list still reads after a rename or a deletion; each is cut
+    to the column's size."""
+
+    def cut(s, n=128):
+        return str(s if s is not None else "")[:n]
+
+    return {
+        "submitter": cut(submitter, 63),
+        "owner": cut(owner, 63),
+        "owner_name": cut(owner_name or owner),
+        "user_id": int(user_id) if user_id is not None else None,
+        "user_name": cut(user_name),
+        "account_name": cut(account_name),
+        "challenge_id": int(challenge_id),
+        "challenge_name": cut(challenge_name),
+    }

@@ -138,3 +138,67 @@ class Errors(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class FlagVerdict(unittest.TestCase):
+    """What is recorded of a flag check: kopc's answer read for the submitting team."""
+
+    def test_correct_and_wrong(self):
+        self.assertEqual(mapping.flag_verdict({"correct": True}, "team-1"), (True, None, False))
+        self.assertEqual(mapping.flag_verdict({"correct": False}, "team-1"), (False, None, False))
+
+    def test_shared_flag_names_the_owner(self):
+        self.assertEqual(mapping.flag_verdict({"correct": False, "sharedFrom": "team-2"}, "team-1"),
+                         (False, "team-2", False))
+        self.assertEqual(mapping.flag_verdict({"correct": False, "sharedFrom": "user-9"}, "user-3"),
+                         (False, "user-9", False))
+
+    def test_never_shared_from_oneself_or_with_a_correct_flag(self):
+        self.assertEqual(mapping.flag_verdict({"correct": False, "sharedFrom": "team-1"}, "team-1"),
+                         (False, None, False))
+        self.assertEqual(mapping.flag_verdict({"correct": True, "sharedFrom": "team-2"}, "team-1"),
+                         (True, None, False))
+
+    def test_what_is_no_team_is_not_recorded(self):
+        for bad in ("", "Team 2", "team_2", "x" * 64, 5, None, ["team-2"], {"team": 2}, "../team-2"):
+            self.assertEqual(mapping.flag_verdict({"correct": False, "sharedFrom": bad}, "team-1"),
+                             (False, None, False), bad)
+        for answer in (None, [], "correct", {}, {"correct": "true"}, {"correct": 1}):
+            self.assertEqual(mapping.flag_verdict(answer, "team-1"), (False, None, False), answer)
+
+    def test_stopped_on_solve(self):
+        self.assertEqual(mapping.flag_verdict({"correct": True, "stopped": True}, "team-1"), (True, None, True))
+        # Only a correct flag stops anything; a wrong answer's "stopped" means nothing.
+        self.assertEqual(mapping.flag_verdict({"correct": False, "stopped": True}, "team-1"), (False, None, False))
+        self.assertEqual(mapping.flag_verdict({"correct": True, "stopped": "yes"}, "team-1"), (True, None, False))
+
+
+class KopcAccount(unittest.TestCase):
+    def test_round_trip(self):
+        for kind, i in (("team", 1), ("team", 42), ("user", 7), ("user", 10**12)):
+            name = mapping.kopc_team(team_id=i) if kind == "team" else mapping.kopc_team(user_id=i)
+            self.assertEqual(mapping.kopc_account(name), (kind, i))
+
+    def test_not_ours(self):
+        for bad in ("share-a", "team-", "team-x", "team-01", "user--1", "team-1-2", "Team-1", "", None, 3):
+            self.assertIsNone(mapping.kopc_account(bad), bad)
+
+
+class SharedRecord(unittest.TestCase):
+    """The row recorded of a shared flag: who, whose, which challenge."""
+
+    def test_fields(self):
+        row = mapping.shared_record("team-2", "team-1", "Red Team", 5, "bob", "Blue Team!", 9, "Greeter")
+        self.assertEqual(row, {"submitter": "team-2", "owner": "team-1", "owner_name": "Red Team", "user_id": 5,
+                               "user_name": "bob", "account_name": "Blue Team!", "challenge_id": 9,
+                               "challenge_name": "Greeter"})
+
+    def test_owner_without_account_keeps_its_kopc_name(self):
+        row = mapping.shared_record("team-2", "team-77", None, 5, "bob", "Blue", 9, "Greeter")
+        self.assertEqual(row["owner_name"], "team-77")
+
+    def test_names_cut_to_the_columns(self):
+        row = mapping.shared_record("team-2", "team-1", "R" * 500, 5, "b" * 500, "B" * 500, 9, "G" * 500)
+        for k in ("owner_name", "user_name", "account_name", "challenge_name"):
+            self.assertEqual(len(row[k]), 128, k)
+        self.assertIsNone(mapping.shared_record("team-2", "team-1", "R", None, "b", "B", 9, "G")["user_id"])

@@ -12,6 +12,7 @@
  *   write.c    PUT (create), POST renew, DELETE (stop)
  *   stream.c   the event streams: parked while idle, woken by changes
  *   flag.c     the flag check (admin only)
+ *   events.c   the last Events of each instance (the console's column)
  *   views.c    the Instance view, and the views answered lately, kept
  *              until their Challenge or any definition changes
  *
@@ -53,6 +54,10 @@
 #define STREAM_OUT_MAX    (4u << 20) /* one stream's pending output */
 #define RENEW_ATTEMPTS   3
 #define RETRY_AFTER_503  "2"
+#define CTF_EVENTS_SHOWN      3    /* an admin view's last Events */
+#define CTF_EVENT_MESSAGE_MAX 256  /* bytes of an Event's message kept and shown */
+#define SUMMARY_EVERY_MS      1000 /* an admin stream sends its summary at most this often */
+#define QUOTA_TEAMS_MAX       200  /* teams at their quota named in a summary (all counted) */
 
 struct team_bucket {
     char team[CTF_TEAM_SIZE];
@@ -66,6 +71,7 @@ struct ctf_api {
     ctf_operator *op;
     ctf_api_opts opts;
     kop_informer *secrets;
+    kop_informer *events; /* Events about Challenges (events.c); not waited for */
     kop_metric *requests; /* ctf_api_requests_total{route,method,code} */
     kop_metric *flag_shared; /* ctf_flag_shared_total{challenge} (flag.c) */
     struct MHD_Daemon *http;
@@ -183,8 +189,12 @@ json_t *ctf_api_find_instance(ctf_api *api, const char *team, const char *challe
 json_t *ctf_api_definition(ctf_api *api, const char *challenge);
 /* ctf_api_view returns (owned) the Instance of chal, with its definition from the cache. */
 json_t *ctf_api_view(ctf_api *api, const json_t *chal);
-/* ctf_api_team_views returns (owned) {"team", "instances": [...]} sorted by challenge. */
-json_t *ctf_api_team_views(ctf_api *api, const char *team);
+/*
+ * ctf_api_team_views returns (owned) {"team", "instances": [...]} sorted by
+ * challenge. admin: each Instance also carries "events", its Challenge's
+ * last Events (events.c), which only the admin routes show.
+ */
+json_t *ctf_api_team_views(ctf_api *api, const char *team, bool admin);
 enum MHD_Result ctf_api_get_whoami(ctf_api *api, mhd_conn *conn, request *rq);
 enum MHD_Result ctf_api_get_challenges(ctf_api *api, mhd_conn *conn, request *rq);
 enum MHD_Result ctf_api_get_instances(ctf_api *api, mhd_conn *conn, request *rq);
@@ -195,8 +205,18 @@ enum MHD_Result ctf_api_get_instance(ctf_api *api, mhd_conn *conn, request *rq);
  * sorted by team, then challenge. NULL when out of memory.
  */
 json_t *ctf_api_all_views(ctf_api *api);
-/* GET /api/v1/admin/instances: ctf_api_all_views and the operator's limits. */
+/* GET /api/v1/admin/instances: ctf_api_all_views, the operator's limits and the summary. */
 enum MHD_Result ctf_api_get_admin_instances(ctf_api *api, mhd_conn *conn, request *rq);
+/*
+ * ctf_api_admin_summary returns (owned) what the console's panel shows,
+ * from the caches and the quotas' ledger: per definition its instances by
+ * state and its warm pool (status.pool), the totals against
+ * --max-instances, and the teams at --max-instances-per-team (docs/api.md,
+ * AdminSummary). NULL when out of memory.
+ */
+json_t *ctf_api_admin_summary(ctf_api *api);
+/* GET /api/v1/admin/summary: ctf_api_admin_summary. */
+enum MHD_Result ctf_api_get_admin_summary(ctf_api *api, mhd_conn *conn, request *rq);
 
 /* ---- write.c ---- */
 
@@ -220,7 +240,49 @@ enum MHD_Result ctf_api_admin_stop_many(ctf_api *api, mhd_conn *conn, request *r
 enum MHD_Result ctf_api_check_flag(ctf_api *api, mhd_conn *conn, request *rq,
                                    const char *submission);
 
+/* ---- events.c ---- */
+
+/* ctf_api_events_new makes the Events cache (api->events), its index and handler. */
+KOP_NODISCARD kop_err ctf_api_events_new(ctf_api *api);
+/* ctf_api_events_start starts it (with the API; it is not one the API waits for). */
+KOP_NODISCARD kop_err ctf_api_events_start(ctf_api *api);
+/* ctf_api_events_free stops and frees it; idempotent. */
+void ctf_api_events_free(ctf_api *api);
+/*
+ * ctf_api_recent_events returns (owned) the newest CTF_EVENTS_SHOWN Events
+ * about the Challenge with uid, newest first, each {type, reason, message,
+ * count, lastSeen}; an empty array when none or the cache is not synced.
+ */
+json_t *ctf_api_recent_events(ctf_api *api, const char *uid);
+/*
+ * ctf_api_event_slim is the Events cache's transform: it takes obj (an
+ * Event) and returns (owned) what is kept of it, {metadata {name,
+ * namespace, uid, resourceVersion}, involvedObject {name, uid}, type,
+ * reason, message (cut at CTF_EVENT_MESSAGE_MAX bytes on a UTF-8 boundary,
+ * then "…"), count, lastSeen}, or NULL (dropped) when it names no object
+ * uid. Pure.
+ */
+json_t *ctf_api_event_slim(json_t *obj, void *user);
+/*
+ * ctf_api_events_shown returns (owned) what a view shows of cached (an
+ * array of slimmed Events, borrowed): the newest CTF_EVENTS_SHOWN, by
+ * lastSeen then name, newest first, each {type, reason, message, count,
+ * lastSeen}. Pure; an empty array when out of memory.
+ */
+json_t *ctf_api_events_shown(const json_t *cached);
+
 /* ---- stream.c ---- */
+
+/*
+ * ctf_api_note_admin wakes the admin streams: team's Instances changed in
+ * what only an admin sees (its Events), or with team NULL, the summary may
+ * have (a definition's pool).
+ */
+void ctf_api_note_admin(ctf_api *api, const char *team);
+/* ctf_api_admin_streams tells whether any admin stream is open. */
+bool ctf_api_admin_streams(ctf_api *api);
+/* ctf_api_summary_handler: the definitions' events wake the admin streams' summary. */
+kop_informer_handler ctf_api_summary_handler(ctf_api *api);
 
 /* ctf_api_hub_handler: the Challenge cache's events wake the team's streams (register once). */
 kop_informer_handler ctf_api_hub_handler(ctf_api *api);

@@ -82,7 +82,7 @@ json_t *ctf_api_view(ctf_api *api, const json_t *chal)
 }
 
 /* team_views returns (owned) {"team": team, "instances": [...]} sorted by challenge. */
-json_t *ctf_api_team_views(ctf_api *api, const char *team)
+json_t *ctf_api_team_views(ctf_api *api, const char *team, bool admin)
 {
     json_t *mine = team_instances(api, team), *list = json_array();
     json_t *out = list ? json_pack("{s:s, s:o}", "team", team, "instances", list) : NULL;
@@ -103,8 +103,13 @@ json_t *ctf_api_team_views(ctf_api *api, const char *team)
             keys[j] = keys[j - 1];
             keys[j - 1] = t;
         }
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(list, ctf_api_view(api, json_object_get(mine, keys[i])));
+    for (size_t i = 0; i < n; i++) {
+        const json_t *chal = json_object_get(mine, keys[i]);
+        json_t *view = ctf_api_view(api, chal);
+        if (view && admin)
+            json_object_set_new(view, "events", ctf_api_recent_events(api, kop_meta_uid(chal)));
+        json_array_append_new(list, view);
+    }
     free(keys);
     json_decref(mine);
     return out;
@@ -151,7 +156,7 @@ enum MHD_Result ctf_api_get_challenges(ctf_api *api, struct MHD_Connection *conn
 
 enum MHD_Result ctf_api_get_instances(ctf_api *api, struct MHD_Connection *conn, request *rq)
 {
-    json_t *v = ctf_api_team_views(api, rq->route.team);
+    json_t *v = ctf_api_team_views(api, rq->route.team, false);
     enum MHD_Result ret = v ? ctf_api_send_json(api, conn, rq, 200, v, NULL)
                             : ctf_api_send_unavailable(api, conn, rq, "cannot read the instances");
     json_decref(v);
@@ -180,7 +185,7 @@ static int by_string(const void *a, const void *b)
  * all_views: the teams holding a Challenge in the challenge namespace are
  * collected first, then each team's Instances are read as its own page
  * reads them (ctf_api_team_views), so the admin sees exactly what each
- * team sees, one Instance per team and challenge.
+ * team sees, one Instance per team and challenge, and its last Events.
  */
 json_t *ctf_api_all_views(ctf_api *api)
 {
@@ -202,7 +207,7 @@ json_t *ctf_api_all_views(ctf_api *api)
     json_object_foreach(teams, t, v) names[n++] = t;
     qsort(names, n, sizeof *names, by_string);
     for (i = 0; i < n; i++) {
-        json_t *mine = ctf_api_team_views(api, names[i]);
+        json_t *mine = ctf_api_team_views(api, names[i], true);
         if (!mine)
             goto out;
         json_array_extend(list, json_object_get(mine, "instances"));
@@ -221,12 +226,177 @@ enum MHD_Result ctf_api_get_admin_instances(ctf_api *api, struct MHD_Connection 
                                             request *rq)
 {
     json_t *v = ctf_api_all_views(api);
-    if (v)
+    if (v) {
         json_object_set_new(v, "limits",
                             json_pack("{s:i, s:i}", "maxInstances", api->op->max_instances,
                                       "maxInstancesPerTeam", api->op->max_per_team));
+        json_object_set_new(v, "summary", ctf_api_admin_summary(api));
+    }
     enum MHD_Result ret = v ? ctf_api_send_json(api, conn, rq, 200, v, NULL)
                             : ctf_api_send_unavailable(api, conn, rq, "cannot read the instances");
+    json_decref(v);
+    return ret;
+}
+
+/* ---- the console's summary -------------------------------------------------- */
+
+/* count_of returns obj[key] as an integer, or -1 when it is not one. */
+static json_int_t count_of(const json_t *obj, const char *key)
+{
+    const json_t *v = json_object_get(obj, key);
+    return json_is_integer(v) ? json_integer_value(v) : -1;
+}
+
+/* bump adds one to row[key]. */
+static void bump(json_t *row, const char *key)
+{
+    json_object_set_new(row, key, json_integer(json_integer_value(json_object_get(row, key)) + 1));
+}
+
+/* definition_row returns (owned) a definition's row, every count 0, its pool from status.pool. */
+static json_t *definition_row(const char *name, const json_t *def)
+{
+    const json_t *pool = ctf_get2(def, "status", "pool");
+    json_t *p = json_null();
+    if (json_is_object(pool)) {
+        json_decref(p);
+        p = json_pack("{s:I, s:I, s:I, s:I}", "target", count_of(pool, "target"), "size",
+                      count_of(pool, "size"), "ready", count_of(pool, "ready"), "claimed",
+                      count_of(pool, "claimed"));
+    }
+    const char *title = ctf_str2(def, "spec", "title");
+    return json_pack("{s:s, s:o, s:b, s:i, s:i, s:i, s:i, s:o}", "name", name, "title",
+                     title ? json_string(title) : json_null(), "exists", def != NULL, "running", 0,
+                     "starting", 0, "failed", 0, "stopping", 0, "pool", p ? p : json_null());
+}
+
+/* state_key: the summary's counter of a page state. */
+static const char *state_key(const char *state)
+{
+    if (strcmp(state, CTF_STATE_RUNNING) == 0)
+        return "running";
+    if (strcmp(state, CTF_STATE_ERROR) == 0)
+        return "failed";
+    if (strcmp(state, CTF_STATE_STOPPING) == 0)
+        return "stopping";
+    return "starting";
+}
+
+/* sorted_values returns (owned) the values of obj (rows keyed by name) sorted by key. */
+static json_t *sorted_values(json_t *obj)
+{
+    json_t *out = json_array(), *v;
+    const char *k;
+    size_t n = 0;
+    const char **keys = out ? calloc(json_object_size(obj) + 1, sizeof *keys) : NULL;
+    if (!keys) {
+        json_decref(out);
+        return NULL;
+    }
+    json_object_foreach(obj, k, v) keys[n++] = k;
+    qsort(keys, n, sizeof *keys, by_string);
+    for (size_t i = 0; i < n; i++)
+        json_array_append(out, json_object_get(obj, keys[i]));
+    free(keys);
+    return out;
+}
+
+/*
+ * quota_teams returns (owned) the names of the teams of teams (an object
+ * keyed by team) whose admitted instances reach --max-instances-per-team,
+ * sorted, at most QUOTA_TEAMS_MAX of them; *count is how many there are.
+ */
+static json_t *quota_teams(ctf_api *api, json_t *teams, int *count)
+{
+    json_t *at = json_object(), *v, *out;
+    const char *t;
+    *count = 0;
+    if (!at)
+        return NULL;
+    json_object_foreach(teams, t, v)
+    {
+        if (api->op->max_per_team > 0 &&
+            ctf_admission_count(api->op->admission, api->opts.challenge_namespace, t) >=
+                api->op->max_per_team) {
+            json_object_set_new(at, t, json_string(t));
+            ++*count;
+        }
+    }
+    out = sorted_values(at);
+    json_decref(at);
+    while (out && json_array_size(out) > QUOTA_TEAMS_MAX)
+        json_array_remove(out, json_array_size(out) - 1);
+    return out;
+}
+
+/*
+ * admin_summary: the rows start from the definitions in the cache (a
+ * definition without instances shows zeros); a Challenge of a definition
+ * that is gone adds a row of its own (exists false). Every Challenge in the
+ * challenge namespace counts once, in its page state (views.c), including
+ * duplicates and those refused for quota (failed): the panel counts what
+ * the cluster holds, the list one Instance per team and challenge.
+ */
+json_t *ctf_api_admin_summary(ctf_api *api)
+{
+    const char *ns = api->opts.challenge_namespace;
+    json_t *defs = NULL, *chals = NULL, *rows = json_object(), *teams = json_object();
+    json_t *totals = json_pack("{s:i, s:i, s:i, s:i}", "running", 0, "starting", 0, "failed", 0,
+                               "stopping", 0);
+    json_t *out = NULL, *c, *list = NULL, *quota = NULL;
+    size_t i;
+    int nquota = 0;
+    if (!rows || !teams || !totals || kop_informer_list(api->op->definitions, ns, &defs) ||
+        kop_informer_list(api->op->challenges, ns, &chals))
+        goto out;
+    json_array_foreach(defs, i, c)
+    {
+        const char *name = kop_meta_name(c);
+        if (name)
+            json_object_set_new(rows, name, definition_row(name, c));
+    }
+    json_array_foreach(chals, i, c)
+    {
+        const char *def = ctf_str2(c, "spec", "definition"), *team = ctf_str2(c, "spec", "team");
+        if (!def || !team)
+            continue;
+        json_t *row = json_object_get(rows, def);
+        if (!row && json_object_set_new(rows, def, definition_row(def, NULL)) == 0)
+            row = json_object_get(rows, def);
+        const char *key = state_key(ctf_api_state(c));
+        if (row)
+            bump(row, key);
+        bump(totals, key);
+        json_object_set_new(teams, team, json_true());
+    }
+    if (!(list = sorted_values(rows)) || !(quota = quota_teams(api, teams, &nquota)))
+        goto out;
+    ctf_admission *a = api->op->admission;
+    int admitted = ctf_admission_count(a, ns, NULL), warm = ctf_admission_warm(a, NULL);
+    json_object_set_new(totals, "instances", json_integer(admitted));
+    json_object_set_new(totals, "warm", json_integer(warm));
+    json_object_set_new(totals, "maxInstances", json_integer(api->op->max_instances));
+    json_object_set_new(totals, "room", json_integer(ctf_admission_room(a)));
+    json_object_set_new(totals, "teams", json_integer((json_int_t)json_object_size(teams)));
+    out = json_pack("{s:O, s:O, s:{s:i, s:i, s:O}}", "definitions", list, "totals", totals,
+                    "quota", "maxInstancesPerTeam", api->op->max_per_team, "teamsAtQuota", nquota,
+                    "teams", quota);
+out:
+    json_decref(defs);
+    json_decref(chals);
+    json_decref(rows);
+    json_decref(teams);
+    json_decref(totals);
+    json_decref(list);
+    json_decref(quota);
+    return out;
+}
+
+enum MHD_Result ctf_api_get_admin_summary(ctf_api *api, struct MHD_Connection *conn, request *rq)
+{
+    json_t *v = ctf_api_admin_summary(api);
+    enum MHD_Result ret = v ? ctf_api_send_json(api, conn, rq, 200, v, NULL)
+                            : ctf_api_send_unavailable(api, conn, rq, "cannot read the summary");
     json_decref(v);
     return ret;
 }

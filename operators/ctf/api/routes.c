@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "api/routes.h"
+#include "core/admission.h"
 #include "core/duration.h"
 
 /* ---- routes ----------------------------------------------------------------- */
@@ -108,7 +109,7 @@ static kop_err team_route(const char **seg, const size_t *len, size_t n, ctf_rou
 }
 
 /*
- * admin_route parses what follows /api/v1/admin/: instances, events,
+ * admin_route parses what follows /api/v1/admin/: instances, events, summary,
  * teams/{team}/instances[/{challenge}[/renew]] and
  * challenges/{challenge}/instances. The team paths are the team routes'
  * shapes under admin/, so the same names are checked the same way.
@@ -123,6 +124,10 @@ static kop_err admin_route(const char *rest, ctf_route *r, kop_status *st)
     }
     if (strcmp(rest, "events") == 0) {
         route_set(r, CTF_ROUTE_ADMIN_EVENTS, "admin-events", GET_ONLY);
+        return KOP_OK;
+    }
+    if (strcmp(rest, "summary") == 0) {
+        route_set(r, CTF_ROUTE_ADMIN_SUMMARY, "admin-summary", GET_ONLY);
         return KOP_OK;
     }
     if (strncmp(rest, "challenges/", 11) == 0) {
@@ -335,4 +340,20 @@ kop_err ctf_api_parse_empty(const char *body, size_t len, kop_status *st)
         err = unknown_field(obj, none, st);
     json_decref(obj);
     return err;
+}
+
+bool ctf_api_webhook_refusal(kop_err err, const kop_status *st, ctf_api_refusal *out)
+{
+    static const char said[] = "denied the request: ";
+    if (err != KOP_EFORBIDDEN)
+        return false;
+    const char *msg = strstr(st->message, said);
+    out->message = msg ? msg + sizeof said - 1 : st->message;
+    if (strcmp(st->reason, CTF_REASON_QUOTA) == 0)
+        *out = (ctf_api_refusal){409, "QuotaExceeded", out->message};
+    else if (strcmp(st->reason, CTF_REASON_DEFINITION_NOT_FOUND) == 0)
+        *out = (ctf_api_refusal){404, "NotFound", out->message};
+    else
+        return false;
+    return true;
 }

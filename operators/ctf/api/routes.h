@@ -36,6 +36,7 @@ typedef enum ctf_route_kind {
     CTF_ROUTE_ADMIN_RENEW,          /* /api/v1/admin/teams/{team}/instances/{challenge}/renew */
     CTF_ROUTE_ADMIN_STOP_TEAM,      /* /api/v1/admin/teams/{team}/instances */
     CTF_ROUTE_ADMIN_STOP_CHALLENGE, /* /api/v1/admin/challenges/{challenge}/instances */
+    CTF_ROUTE_ADMIN_SUMMARY,        /* /api/v1/admin/summary: the console's panel */
 } ctf_route_kind;
 
 /* ctf_route_is_admin tells whether a route is one of /api/v1/admin/ (admin token only). */
@@ -96,5 +97,22 @@ KOP_NODISCARD kop_err ctf_api_parse_flag(const char *body, size_t len, ctf_flag_
 
 /* ctf_api_parse_empty reads a body that may only be empty, blank or "{}". */
 KOP_NODISCARD kop_err ctf_api_parse_empty(const char *body, size_t len, kop_status *st);
+
+/* ctf_api_refusal: what the API answers for a refusal (code, reason, message: borrowed). */
+typedef struct ctf_api_refusal {
+    int code;
+    const char *reason, *message;
+} ctf_api_refusal;
+
+/*
+ * ctf_api_webhook_refusal reads a create the apiserver refused (err, st)
+ * for the operator's validating webhook's refusal (--webhook-bind: the
+ * ledger of a replica saw the quota full, or the definition gone, a moment
+ * after the API checked) and fills *out with the answer the API gives when
+ * it refuses itself: 409 QuotaExceeded or 404 NotFound, in the operator's
+ * words (what follows the apiserver's "denied the request: "; borrowed from
+ * st). false when it is no such refusal.
+ */
+bool ctf_api_webhook_refusal(kop_err err, const kop_status *st, ctf_api_refusal *out);
 
 #endif /* CTF_API_ROUTES_H */

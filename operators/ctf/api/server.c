@@ -168,6 +168,8 @@ static enum MHD_Result dispatch(ctf_api *api, struct MHD_Connection *conn, reque
         return ctf_api_get_events(api, conn, rq);
     case CTF_ROUTE_ADMIN_INSTANCES:
         return ctf_api_get_admin_instances(api, conn, rq);
+    case CTF_ROUTE_ADMIN_SUMMARY:
+        return ctf_api_get_admin_summary(api, conn, rq);
     case CTF_ROUTE_ADMIN_STOP:
         return ctf_api_delete_instance(api, conn, rq);
     case CTF_ROUTE_ADMIN_RENEW:
@@ -293,7 +295,8 @@ kop_err ctf_api_new(ctf_operator *op, const ctf_api_opts *opts, ctf_api **out, k
                                    &api->secrets);
     kop_informer_handler h = ctf_api_hub_handler(api), th = ctf_api_token_handler(api);
     kop_informer_handler vc = ctf_api_views_challenge_handler(api),
-                         vd = ctf_api_views_definition_handler(api);
+                         vd = ctf_api_views_definition_handler(api),
+                         sd = ctf_api_summary_handler(api);
     if (!err)
         err = ctf_api_views_new(&api->views);
     if (!err)
@@ -302,6 +305,10 @@ kop_err ctf_api_new(ctf_operator *op, const ctf_api_opts *opts, ctf_api **out, k
         err = kop_informer_add_handler(op->challenges, &vc);
     if (!err)
         err = kop_informer_add_handler(op->definitions, &vd);
+    if (!err)
+        err = kop_informer_add_handler(op->definitions, &sd);
+    if (!err)
+        err = ctf_api_events_new(api);
     if (!err)
         err = kop_informer_add_handler(api->secrets, &th);
     if (!err)
@@ -336,6 +343,10 @@ kop_err ctf_api_start(ctf_api *api, kop_status *st)
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    if ((err = ctf_api_events_start(api)) != KOP_OK) {
+        kop_status_setf(st, 0, NULL, "instance API: cannot start the Events cache");
+        return err;
+    }
     if ((err = ctf_api_streamer_start(api)) != KOP_OK) {
         kop_status_setf(st, 0, NULL, "instance API: cannot start the stream thread");
         return err;
@@ -370,6 +381,7 @@ void ctf_api_free(ctf_api *api)
 {
     if (!api)
         return;
+    ctf_api_events_free(api); /* its handler wakes streams: gone before they are */
     ctf_api_streamer_stop(api); /* every parked stream resumed, to end */
     if (api->http)
         MHD_stop_daemon(api->http);

@@ -33,7 +33,15 @@
  * a Challenge's change marks its team dirty on each admin stream, and a
  * resumed admin stream recomputes only the dirty teams' Instances and
  * sends those that changed. It counts as the streams of a team named
- * ADMIN_BUCKET (no team can be named so), under the same caps.
+ * ADMIN_BUCKET (no team can be named so), under the same caps. Its views
+ * carry each instance's last Events (events.c), and a change of those
+ * marks the team dirty too (ctf_api_note_admin). After its snapshot, and
+ * after changes when it differs from the last one sent, it sends a
+ * "summary" event (ctf_api_admin_summary: the console's panel), at most
+ * every SUMMARY_EVERY_MS: a summary reads every Challenge of the cache, so
+ * a burst of changes costs one a second, and the streamer wakes the stream
+ * for the one held back. A definition's change (its pool's status) wakes
+ * the admin streams for the summary alone.
  *
  * Limits: a team holds at most STREAMS_PER_TEAM streams, the API
  * --api-max-streams (2,048). When the API is full, a team below its fair
@@ -63,6 +71,9 @@ struct stream {
     bool admin;           /* every team's stream (team is ADMIN_BUCKET) */
     json_t *sent;         /* challenge -> view key last sent; admin: team -> that */
     json_t *dirty;        /* admin: the teams changed since last sent (team -> true) */
+    char *summary;        /* admin: the text of the summary last sent (owned), or NULL */
+    bool summary_due;     /* admin: something changed since the last summary was made */
+    int64_t summary_ms;   /* admin: no summary before this */
     kop_buf out;          /* pending output, capped at STREAM_OUT_MAX */
     size_t off;           /* of out, already handed to MHD */
     int64_t heartbeat_ms; /* when the next heartbeat is due */
@@ -84,7 +95,8 @@ static void wake(stream *s)
 static bool due(const stream *s, int64_t now)
 {
     return s->api->stopping || s->ending || s->noted || s->token_gen != s->api->token_gen ||
-           now >= s->heartbeat_ms || now >= s->end_ms;
+           now >= s->heartbeat_ms || now >= s->end_ms ||
+           (s->summary_due && now >= s->summary_ms);
 }
 
 /* note marks team's streams changed and resumes those parked. */
@@ -107,6 +119,47 @@ static void note(ctf_api *api, const json_t *chal)
         }
     }
     pthread_mutex_unlock(&api->lock);
+}
+
+void ctf_api_note_admin(ctf_api *api, const char *team)
+{
+    pthread_mutex_lock(&api->lock);
+    for (stream *s = api->streams; s; s = s->next) {
+        if (!s->admin)
+            continue;
+        if (team)
+            json_object_set_new(s->dirty, team, json_true());
+        s->noted = true;
+        wake(s);
+    }
+    pthread_mutex_unlock(&api->lock);
+}
+
+bool ctf_api_admin_streams(ctf_api *api)
+{
+    bool any = false;
+    pthread_mutex_lock(&api->lock);
+    for (stream *s = api->streams; s && !any; s = s->next)
+        any = s->admin;
+    pthread_mutex_unlock(&api->lock);
+    return any;
+}
+
+static void def_changed(const json_t *obj, void *user)
+{
+    (void)obj;
+    ctf_api_note_admin(user, NULL);
+}
+
+static void def_updated(const json_t *old_obj, const json_t *new_obj, void *user)
+{
+    (void)old_obj;
+    def_changed(new_obj, user);
+}
+
+kop_informer_handler ctf_api_summary_handler(ctf_api *api)
+{
+    return (kop_informer_handler){def_changed, def_updated, def_changed, api, KOP_OLD_UNUSED};
 }
 
 static void on_add(const json_t *obj, void *user)
@@ -175,6 +228,8 @@ static void *streamer(void *arg)
             }
             next = s->heartbeat_ms < next ? s->heartbeat_ms : next;
             next = s->end_ms < next ? s->end_ms : next;
+            if (s->summary_due)
+                next = s->summary_ms < next ? s->summary_ms : next;
         }
         struct timespec until = mono_timespec(next);
         pthread_cond_timedwait(&api->changed, &api->lock, &until);
@@ -242,14 +297,45 @@ static void remember(stream *s, const json_t *views)
     }
 }
 
+/*
+ * send_summary sends the admin's summary if it differs from the last one
+ * sent and SUMMARY_EVERY_MS have passed since the last; else it stays due,
+ * for the streamer to wake the stream when the time comes.
+ */
+static bool send_summary(stream *s)
+{
+    int64_t now = kop_mono_ms();
+    pthread_mutex_lock(&s->api->lock); /* the streamer reads them */
+    bool now_ok = now >= s->summary_ms;
+    s->summary_due = !now_ok;
+    if (now_ok)
+        s->summary_ms = now + SUMMARY_EVERY_MS;
+    pthread_mutex_unlock(&s->api->lock);
+    if (!now_ok)
+        return true;
+    json_t *sum = ctf_api_admin_summary(s->api);
+    char *text = sum ? kop_meta_dumps(sum, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    bool ok = text != NULL;
+    if (ok && (!s->summary || strcmp(s->summary, text) != 0)) {
+        ok = append_event(s, "summary", sum);
+        free(s->summary);
+        s->summary = text;
+        text = NULL;
+    }
+    free(text);
+    json_decref(sum);
+    return ok;
+}
+
 static bool send_snapshot(stream *s)
 {
-    json_t *views = s->admin ? ctf_api_all_views(s->api) : ctf_api_team_views(s->api, s->team);
+    json_t *views =
+        s->admin ? ctf_api_all_views(s->api) : ctf_api_team_views(s->api, s->team, false);
     bool ok = views && append_event(s, "snapshot", views);
     if (ok)
         remember(s, views);
     json_decref(views);
-    return ok;
+    return ok && (!s->admin || send_summary(s));
 }
 
 /*
@@ -259,7 +345,7 @@ static bool send_snapshot(stream *s)
  */
 static bool send_team_changes(stream *s, const char *team, json_t *sent)
 {
-    json_t *views = ctf_api_team_views(s->api, team), *v, *now = json_object();
+    json_t *views = ctf_api_team_views(s->api, team, s->admin), *v, *now = json_object();
     size_t i;
     const char *ch;
     json_t *old;
@@ -321,11 +407,11 @@ static bool send_changes(stream *s)
             json_object_del(s->sent, team);
     }
     json_decref(dirty);
-    return ok;
+    return ok && send_summary(s);
 }
 
 /* What a stream does next, decided under api->lock. */
-enum step { STEP_END, STEP_PARK, STEP_HEARTBEAT, STEP_CHANGES, STEP_CHECK_TOKEN };
+enum step { STEP_END, STEP_PARK, STEP_HEARTBEAT, STEP_CHANGES, STEP_CHECK_TOKEN, STEP_SUMMARY };
 
 static enum step next_step(stream *s)
 {
@@ -339,6 +425,8 @@ static enum step next_step(stream *s)
         s->noted = false;
         return STEP_CHANGES;
     }
+    if (s->summary_due && now >= s->summary_ms)
+        return STEP_SUMMARY;
     if (now >= s->heartbeat_ms)
         return STEP_HEARTBEAT;
     return STEP_PARK;
@@ -410,6 +498,10 @@ static int fill(stream *s)
             break;
         case STEP_CHANGES:
             if (!send_changes(s))
+                return -1;
+            break;
+        case STEP_SUMMARY:
+            if (!send_summary(s))
                 return -1;
             break;
         }
@@ -499,6 +591,7 @@ static void stream_discard(stream *s)
 {
     json_decref(s->sent);
     json_decref(s->dirty);
+    free(s->summary);
     kop_buf_fini(&s->out);
     free(s->auth);
     free(s);

@@ -64,6 +64,7 @@ enum MHD_Result ctf_api_put_instance(ctf_api *api, struct MHD_Connection *conn, 
     const char *ns = api->opts.challenge_namespace;
     char name[KOP_META_DNS1123_LABEL_MAX + 1], msg[300];
     json_t *def = NULL, *chal = NULL, *obj = NULL, *created = NULL;
+    ctf_api_refusal refusal;
     kop_status st;
     enum MHD_Result ret;
 
@@ -102,6 +103,11 @@ enum MHD_Result ctf_api_put_instance(ctf_api *api, struct MHD_Connection *conn, 
     } else if (err == KOP_EALREADYEXISTS &&
                kop_get(c, &CTF_CHALLENGES, ns, name, &chal, &st) == KOP_OK) {
         ret = existing_answer(api, conn, rq, chal);
+    } else if (ctf_api_webhook_refusal(err, &st, &refusal)) {
+        /* The operator's webhook refused it (routes.c): answered as the API's own refusal. */
+        kop_log(KOP_LOG_INFO, "api create refused by the webhook",
+                KOP_LOG_STR("team", rq->route.team), KOP_LOG_STR("reason", st.reason));
+        ret = ctf_api_send_error(api, conn, rq, refusal.code, refusal.reason, refusal.message, NULL);
     } else {
         ret = ctf_api_send_apiserver_error(api, conn, rq, err, &st);
     }

@@ -39,6 +39,7 @@
 #define CTF_STATUS_DELETED     "Deleted"
 
 typedef struct ctf_pool ctf_pool;
+typedef struct ctf_webhook ctf_webhook;
 
 /* ctf_operator: settings from the command line, and the shared caches. */
 typedef struct ctf_operator {
@@ -54,6 +55,7 @@ typedef struct ctf_operator {
     ctf_applied *applied;     /* what each instance was last applied as */
     ctf_rollout *rollout;     /* the instances being replaced by a new version (update.c) */
     ctf_pool *pool;           /* the warm pools: their controller and the claims made */
+    ctf_webhook *webhook;     /* the validating webhook (webhook.c); NULL: off */
     kop_informer *challenges, *definitions, *namespaces, *deployments, *pods, *services;
     kop_informer *endpointslices; /* of the instances' Services: is an endpoint ready? */
     kop_informer *networkpolicies; /* the isolation: a deleted one is put back at once */
@@ -103,6 +105,20 @@ KOP_NODISCARD kop_err ctf_setup_controller(ctf_operator *op, kop_status *st);
  */
 KOP_NODISCARD kop_err ctf_gateway_key_load(kop_client *c, const char *ns, const char *name,
                                            unsigned char **key, size_t *len, kop_status *st);
+
+/* ---- webhook.c: the validating webhook for Challenges ---- */
+
+/*
+ * ctf_setup_webhook registers the Challenge validating webhook on the
+ * manager's webhook server (--webhook-bind; off by default: then nothing,
+ * KOP_OK and op->webhook NULL). After ctf_setup_controller, whose caches
+ * and quotas it reads. op->webhook is owned: ctf_webhook_free after the
+ * manager stopped.
+ */
+KOP_NODISCARD kop_err ctf_setup_webhook(ctf_operator *op, kop_status *st);
+
+/* ctf_webhook_free frees what ctf_setup_webhook made. NULL is ok. */
+void ctf_webhook_free(ctf_webhook *w);
 
 /* ---- crds.c ---- */
 

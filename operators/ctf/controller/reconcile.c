@@ -592,13 +592,13 @@ kop_result ctf_reconcile(const kop_reconcile *req, void *user)
     /* The definition. */
     const char *def_name = ctf_str2(chal, "spec", "definition");
     if (!def_name || kop_informer_dup(op->definitions, req->namespace, def_name, &def) != KOP_OK) {
-        ctf_observe_error(&o, "DefinitionNotFound",
-                          "ChallengeDefinition %s not found in namespace %s",
-                          def_name ? def_name : "(none)", req->namespace);
+        char msg[sizeof o.message];
+        ctf_say_no_definition(def_name, req->namespace, msg, sizeof msg);
+        ctf_observe_error(&o, CTF_REASON_DEFINITION_NOT_FOUND, "%s", msg);
         goto status;
     }
     if (ctf_validate_definition(def, &st) != KOP_OK) {
-        ctf_observe_error(&o, "InvalidDefinition", "%s", st.message);
+        ctf_observe_error(&o, CTF_REASON_INVALID_DEFINITION, "%s", st.message);
         goto status;
     }
 

@@ -6,7 +6,9 @@
  * reserves each warm instance before it creates it
  * (ctf_admission_reserve_warm), and the instance API, which refuses a PUT
  * that would be refused anyway (ctf_admission_check), with the same
- * counting rule and the same message.
+ * counting rule and the same message. The validating webhook asks it too
+ * (ctf_admission_review): a Challenge that would only become an Error is
+ * refused at create, with the reason and message of that Error.
  *
  * The invariant: the instance namespaces the ledger counts, warm ones
  * (unclaimed) plus the teams' (claimed or fresh), never exceed
@@ -59,6 +61,7 @@
 #include <string.h>
 
 #include "core/admission.h"
+#include "core/definition.h"
 #include "core/json.h"
 #include "core/names.h"
 
@@ -403,6 +406,35 @@ ctf_verdict ctf_admission_check(ctf_admission *a, const char *ns, const char *te
     }
     pthread_mutex_unlock(&a->lock);
     return v;
+}
+
+void ctf_say_no_definition(const char *def, const char *ns, char *msg, size_t size)
+{
+    snprintf(msg, size, "ChallengeDefinition %s not found in namespace %s", def ? def : "(none)",
+             ns ? ns : "(none)");
+}
+
+bool ctf_admission_review(ctf_admission *a, const char *ns, const json_t *chal,
+                          const json_t *def, ctf_refusal *r)
+{
+    kop_status st;
+    if (!ns)
+        ns = kop_meta_namespace(chal);
+    r->reason = NULL;
+    r->message[0] = '\0';
+    if (!def) {
+        r->reason = CTF_REASON_DEFINITION_NOT_FOUND;
+        ctf_say_no_definition(ctf_str2(chal, "spec", "definition"), ns, r->message,
+                              sizeof r->message);
+    } else if (ctf_validate_definition(def, &st) != KOP_OK) {
+        r->reason = CTF_REASON_INVALID_DEFINITION;
+        /* Cut where the status's message (as long as r->message) is cut. */
+        snprintf(r->message, sizeof r->message, "%.*s", (int)sizeof r->message - 1, st.message);
+    } else if (ctf_admission_check(a, ns, ctf_str2(chal, "spec", "team"), r->message,
+                                   sizeof r->message) != CTF_ADMIT_OK) {
+        r->reason = CTF_REASON_QUOTA;
+    }
+    return r->reason == NULL;
 }
 
 bool ctf_admission_release(ctf_admission *a, const char *uid)

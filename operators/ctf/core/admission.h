@@ -19,6 +19,8 @@
 
 /* status.reason of a Challenge refused for quota. */
 #define CTF_REASON_QUOTA "QuotaExceeded"
+/* status.reason of a Challenge whose ChallengeDefinition does not exist. */
+#define CTF_REASON_DEFINITION_NOT_FOUND "DefinitionNotFound"
 
 typedef struct ctf_admission ctf_admission;
 
@@ -75,6 +77,34 @@ ctf_verdict ctf_admission_unclaimed(ctf_admission *a, const json_t *chal, char *
  * team (Challenges in ns) might fit; msg as above. */
 ctf_verdict ctf_admission_check(ctf_admission *a, const char *ns, const char *team, char *msg,
                                 size_t size);
+
+/*
+ * ctf_refusal: why a Challenge is refused, as its status would say it.
+ * reason is static (a CTF_REASON_* of core/admission.h or
+ * core/definition.h), NULL when the Challenge is admitted.
+ */
+typedef struct ctf_refusal {
+    const char *reason;
+    char message[512];
+} ctf_refusal;
+
+/* ctf_say_no_definition writes the message of a Challenge whose definition def (NULL:
+ * none named) is not in namespace ns: the status's and the webhook's. */
+void ctf_say_no_definition(const char *def, const char *ns, char *msg, size_t size);
+
+/*
+ * ctf_admission_review judges a Challenge about to be created (the
+ * validating webhook's question) in namespace ns (NULL: chal's own),
+ * admitting nothing: the reconciler still admits it when it runs. def is
+ * its ChallengeDefinition as the caches show it (borrowed; NULL: there is
+ * none). Returns true when it would be admitted now; false with r filled
+ * with the reason and message its status would show, checked in the
+ * reconciler's order: DefinitionNotFound, InvalidDefinition, QuotaExceeded
+ * (the team's cap, then the CTF's, as ctf_admission_check answers the
+ * instance API).
+ */
+bool ctf_admission_review(ctf_admission *a, const char *ns, const json_t *chal,
+                          const json_t *def, ctf_refusal *r);
 
 /*
  * ctf_admission_reserve_warm counts the warm namespace ns of pool before

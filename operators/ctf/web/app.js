@@ -811,7 +811,12 @@
   // the stream come at most every RENDER_MS (a CTF's first minute brings
   // thousands of changes), those caused by the organizer at the next frame;
   // the age and time-left cells are updated in place every second. Every
-  // action asks for confirmation first.
+  // action asks for confirmation first. Above the table, the panel shows the
+  // API's summary (GET /api/v1/admin/instances carries one, the stream sends
+  // each change as event: summary): per definition its instances by state and
+  // its warm pool, the totals against --max-instances and the teams at their
+  // quota; it is the cluster's count, not the rows'. Each row's last Events
+  // (the admin views' "events", newest first) show in a column of their own.
 
   const CONSOLE = '-console'; // stored as the "team" an admin acts for: no team has this name
   const RENDER_MS = 250; // the stream re-renders the table at most this often
@@ -822,6 +827,7 @@
     age: (i) => -(Date.parse(i.createdAt || '') || 0),
     left: (i) => Date.parse(i.expiresAt || '') || Infinity,
     endpoint: (i) => ((i.endpoints && i.endpoints[0] && i.endpoints[0].address) || ''),
+    events: (i) => ((i.events && i.events[0] && i.events[0].reason) || ''),
   };
 
   const desk = {
@@ -830,6 +836,7 @@
     rendered: 0, // when the table was last rendered (performance.now())
     timer: 0, // a pending throttled render, or 0
     limits: null, // {maxInstances, maxInstancesPerTeam}
+    summary: null, // the API's AdminSummary: per definition, totals, teams at their quota
     sort: { key: 'team', dir: 1 },
     frame: 0, // a pending requestAnimationFrame, or 0
     stream: null, // AbortController of the admin stream
@@ -863,6 +870,7 @@
     desk.stream = null;
     desk.rows.clear();
     desk.trs.clear();
+    desk.summary = null;
     if (desk.frame) window.cancelAnimationFrame(desk.frame);
     if (desk.timer) window.clearTimeout(desk.timer);
     desk.frame = 0;
@@ -891,6 +899,8 @@
     }
     if (session !== state.session) return;
     desk.limits = all.limits || null;
+    desk.summary = all.summary || null;
+    renderSummary();
     replaceRows(all.instances || []);
     openAdminStream(session);
   }
@@ -921,6 +931,9 @@
         desk.rows.set(rowKey(msg), msg);
       }
       scheduleRender(false);
+    } else if (type === 'summary' && Array.isArray(msg.definitions)) {
+      desk.summary = msg;
+      renderSummary();
     }
   }
 
@@ -1030,7 +1043,6 @@
     }
     $('console-rows').replaceChildren(frag);
     $('console-shown').textContent = `${list.length} of ${desk.rows.size} instances shown.`;
-    renderTotals();
     const f = filters();
     const teams = new Set();
     const challenges = new Set();
@@ -1050,24 +1062,34 @@
     }
   }
 
-  // renderTotals: the states counted, the total against --max-instances, and
-  // the teams at their quota (--max-instances-per-team).
-  function renderTotals() {
-    const counts = { Starting: 0, Running: 0, Error: 0, Stopping: 0 };
-    const perTeam = new Map();
-    for (const i of desk.rows.values()) {
-      counts[i.state] = (counts[i.state] || 0) + 1;
-      if (i.state !== 'Stopping') perTeam.set(i.team, (perTeam.get(i.team) || 0) + 1);
+  // renderSummary: the panel, from the API's summary (the cluster's
+  // Challenges by state, the pools' status, the quotas' ledger): the totals
+  // against --max-instances, the teams at their quota and one row per
+  // definition. Small (a row per definition), so it is rebuilt whole.
+  function renderSummary() {
+    const sum = desk.summary;
+    if (!sum) {
+      $('console-totals').textContent = 'Counting instances…';
+      $('console-quota').textContent = '';
+      $('console-defs').replaceChildren();
+      return;
     }
-    const live = desk.rows.size - counts.Stopping;
-    const max = desk.limits ? ` of ${desk.limits.maxInstances}` : '';
-    $('console-totals').textContent = `${live}${max} instances: ${counts.Running} running, ` +
-      `${counts.Starting} starting, ${counts.Error} failed, ${counts.Stopping} stopping.`;
-    const perMax = desk.limits && desk.limits.maxInstancesPerTeam;
-    const full = perMax ? [...perTeam].filter(([, n]) => n >= perMax).map(([t]) => t).sort() : [];
-    $('console-quota').textContent = full.length
-      ? `Teams at their quota (${perMax}): ${full.slice(0, 20).join(', ')}${full.length > 20 ? ', …' : ''}`
-      : 'No team is at its quota.';
+    const t = sum.totals;
+    const used = t.instances + t.warm;
+    $('console-totals').textContent = `${used} of ${t.maxInstances} instances in use ` +
+      `(${t.instances} for ${t.teams} teams, ${t.warm} warm; room for ${t.room} more): ` +
+      `${t.running} running, ${t.starting} starting, ${t.failed} failed, ${t.stopping} stopping.`;
+    const q = sum.quota;
+    const more = q.teamsAtQuota > q.teams.length ? `, and ${q.teamsAtQuota - q.teams.length} more` : '';
+    $('console-quota').textContent = q.teamsAtQuota
+      ? `Teams at their quota of ${q.maxInstancesPerTeam} (${q.teamsAtQuota}): ${q.teams.join(', ')}${more}.`
+      : `No team is at its quota of ${q.maxInstancesPerTeam}.`;
+    const pool = (d, k) => (d.pool && d.pool[k] >= 0 ? String(d.pool[k]) : '—');
+    const num = (text) => el('td', { class: 'num' }, String(text));
+    $('console-defs').replaceChildren(...sum.definitions.map((d) => el('tr', { 'data-definition': d.name },
+      el('th', { scope: 'row', title: d.title || '' }, d.exists ? d.name : `${d.name} (deleted)`),
+      num(d.running), num(d.starting), num(d.failed), num(d.stopping),
+      num(pool(d, 'ready')), num(pool(d, 'claimed')), num(pool(d, 'target')))));
   }
 
   function consoleRow(i) {
@@ -1083,7 +1105,21 @@
       el('td', { class: 'col-age', 'data-since': i.createdAt || '' }, ageText(i.createdAt)),
       el('td', { class: 'col-left', 'data-until': i.expiresAt || '' }, leftText(i.expiresAt)),
       el('td', { class: 'col-endpoint' }, ep),
+      eventsCell(i.events || []),
       actions);
+  }
+
+  // eventsCell(events): the newest Event's reason, opening onto the last few
+  // (newest first) with their messages, counts and times.
+  function eventsCell(events) {
+    const td = el('td', { class: 'col-events' });
+    if (!events.length) return td;
+    const line = (e) => el('span', { class: e.type === 'Warning' ? 'event-warning' : '' }, e.reason);
+    const items = events.map((e) => el('li', {}, line(e),
+      `${e.count > 1 ? ` ×${e.count}` : ''}: ${e.message}`,
+      e.lastSeen ? ` (${ageText(e.lastSeen)} ago)` : ''));
+    td.append(el('details', {}, el('summary', {}, line(events[0])), el('ul', {}, ...items)));
+    return td;
   }
 
   function rowButton(action, i, text, cls) {
@@ -1184,7 +1220,7 @@
     $('pick-console').addEventListener('click', openConsole);
     $('open-console').addEventListener('click', openConsole);
     $('console-rows').addEventListener('click', onConsoleClick);
-    document.querySelector('#console thead').addEventListener('click', onSortClick);
+    $('console-head').addEventListener('click', onSortClick);
     for (const id of ['filter-team', 'filter-challenge', 'filter-state']) {
       $(id).addEventListener('input', () => scheduleRender(true));
     }

@@ -103,6 +103,7 @@ def test_participant_refused():
     put("share-b", "dyn")
     before = len(challenges_in_cluster())
     routes = [("GET", "/api/v1/admin/instances"), ("GET", "/api/v1/admin/events"),
+              ("GET", "/api/v1/admin/summary"),
               ("DELETE", "/api/v1/admin/teams/share-b/instances"),
               ("DELETE", "/api/v1/admin/teams/team-a/instances"),
               ("DELETE", "/api/v1/admin/challenges/dyn/instances"),
@@ -272,3 +273,86 @@ def test_stop_on_solve():
     check(r == {"correct": True}, f"share-f's flag of solve once more, no instance left: {r}")
     ok("stopOnSolve: a wrong flag stops nothing; the correct one answers {correct: true, stopped: true}, the "
        "instance goes (Event StoppedOnSolve) and the team's freed quota slot takes another instance")
+
+
+def page_state(c):
+    """A Challenge's page state, as the API derives it (views.c)."""
+    phase = (c.get("status") or {}).get("currentStatus")
+    if c["metadata"].get("deletionTimestamp") or phase in ("Terminating", "Deleted"):
+        return "stopping"
+    return {"Error": "failed", "Running": "running"}.get(phase, "starting")
+
+
+def summary_truth():
+    """The summary's per-definition counts and totals, from the cluster's Challenges."""
+    per, totals = {}, {"running": 0, "starting": 0, "failed": 0, "stopping": 0}
+    for c in challenges_in_cluster():
+        s = page_state(c)
+        row = per.setdefault(c["spec"]["definition"], {"running": 0, "starting": 0, "failed": 0, "stopping": 0})
+        row[s] += 1
+        totals[s] += 1
+    return per, totals
+
+
+def test_summary_and_last_events():
+    log("the console's summary and each instance's last Events (admin only)")
+    got = {}
+
+    def same_as_cluster():
+        r = expect(call("GET", "/api/v1/admin/summary", ADMIN), 200, what="GET /api/v1/admin/summary")
+        per, totals = summary_truth()
+        rows = {d["name"]: {k: d[k] for k in ("running", "starting", "failed", "stopping")}
+                for d in r.body["definitions"]}
+        got["r"], got["truth"] = r.body, (per, totals)
+        return all(rows.get(d) == counts for d, counts in per.items()) and all(
+            sum(v.values()) == 0 for d, v in rows.items() if d not in per) and all(
+            r.body["totals"][k] == v for k, v in totals.items())
+    wait_for(60, "the summary's counts to be the cluster's", same_as_cluster)
+    body = got["r"]
+    names = [d["name"] for d in body["definitions"]]
+    check(names == sorted(names) and {"web", "dyn", "solve", "short"} <= set(names),
+          f"the summary's definitions: {names}")
+    check(body["totals"]["maxInstances"] == 1000 and body["quota"]["maxInstancesPerTeam"] == 3,
+          f"the summary's limits: {body['totals']} {body['quota']}")
+    check(body["totals"]["room"] == 1000 - body["totals"]["instances"] - body["totals"]["warm"],
+          f"room is not --max-instances less what is counted: {body['totals']}")
+    ok(f"GET /api/v1/admin/summary counts every definition's Challenges by state as the cluster holds them "
+       f"({got['truth'][1]}), sorted, with --max-instances and the room left")
+
+    # share-f holds three instances (web, tcp, plain) after test_stop_on_solve: at its quota.
+    def quota_listed():
+        q = expect(call("GET", "/api/v1/admin/summary", ADMIN), 200, what="summary").body["quota"]
+        got["q"] = q
+        return "share-f" in q["teams"]
+    wait_for(60, "share-f among the teams at their quota", quota_listed)
+    q = got["q"]
+    check(q["teamsAtQuota"] == len(q["teams"]) and q["teams"] == sorted(q["teams"]), f"quota: {q}")
+    for team in q["teams"]:
+        check(len(live(team=team)) >= 3 or len(challenges_in_cluster(team=team)) >= 3,
+              f"{team} is listed at its quota with fewer than 3 Challenges")
+    ok(f"the teams at their quota (3) are listed, share-f among them: {q['teams']}")
+
+    web = [c for c in live(team="share-f", definition="web")][0]
+    uid = web["metadata"]["uid"]
+
+    def listed_events():
+        r = expect(call("GET", "/api/v1/admin/instances", ADMIN), 200, what="GET /api/v1/admin/instances")
+        mine = [i for i in r.body["instances"] if i["team"] == "share-f" and i["challenge"] == "web"]
+        got["ev"] = mine[0].get("events") if mine else None
+        return got["ev"] and any(e["reason"] == "Running" for e in got["ev"])
+    wait_for(60, "share-f/web's last Events in the admin list", listed_events)
+    items = json.loads(kubectl("-n", NS, "get", "events", "--field-selector",
+                               f"involvedObject.uid={uid}", "-o", "json").stdout)["items"]
+    truth = {(e["reason"], e["message"]) for e in items}
+    for e in got["ev"]:
+        check((e["reason"], e["message"]) in truth, f"an Event the cluster does not hold for share-f/web: {e}")
+    check(len(got["ev"]) <= 3, f"more than 3 Events: {got['ev']}")
+    mine = get_instance("share-f", "web", TEAMS.get("share-f", ADMIN))
+    check(mine is not None and "events" not in mine, f"a team's own view carries Events: {mine}")
+    s = admin_stream()
+    admin_snapshot(s)
+    name, ev = s.next_event(30, "the admin stream's summary")
+    check(name == "summary" and ev["definitions"], f"after the snapshot the admin stream sent {name}")
+    s.close()
+    ok("the admin list carries each instance's last Events (share-f/web's Running among them, each one the "
+       "cluster holds, at most 3), a team's own view none; the admin stream sends the summary after its snapshot")

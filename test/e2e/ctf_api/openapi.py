@@ -15,6 +15,7 @@ ALL_PATHS = {
     "/api/v1/teams/{team}/events": {"get"},
     "/api/v1/admin/instances": {"get"},
     "/api/v1/admin/events": {"get"},
+    "/api/v1/admin/summary": {"get"},
     "/api/v1/admin/teams/{team}/instances": {"delete"},
     "/api/v1/admin/teams/{team}/instances/{challenge}": {"delete"},
     "/api/v1/admin/teams/{team}/instances/{challenge}/renew": {"post"},

@@ -2,7 +2,12 @@
 // in headless Chromium against a running CTF operator (ctf_console_test.sh
 // sets it up: team-a/web and team-b/web Running, team-b/broken in Error):
 // the admin token opens the console, which lists the three instances with
-// their states and the Error's reason; a filter by team shows only that
+// their states and the Error's reason; the panel's numbers equal what
+// kubectl reads from the cluster (per definition: Challenges by state and
+// the pool's status.pool; the totals against --max-instances; the teams at
+// their quota of 2: team-b); the last-Events column shows each instance's
+// newest Event as kubectl lists it (team-b/broken's a Warning, team-a/web's
+// list holds Running); a filter by team shows only that
 // team's; Stop (confirmed) stops team-b/web, whose row goes and which leaves
 // team-b's own list; a column sorts both ways. Then CONSOLE_SCALE instances
 // (admin PUTs of one per team): the console renders them all while they
@@ -13,10 +18,13 @@
 // Each step asserts, then takes a screenshot.
 //
 // Env: CONSOLE_URL (the page), CONSOLE_ADMIN_TOKEN, CONSOLE_TEAM_B_TOKEN,
+// CONSOLE_KUBECTL and CONSOLE_KUBECONFIG (the cluster's truth),
+// CONSOLE_MAX_INSTANCES (--max-instances),
 // CONSOLE_SCALE (default 2000), CONSOLE_ARTIFACTS (screenshot directory),
 // CHROMIUM (default /usr/bin/chromium). Exits non-zero with a FAIL line on the
 // first failure.
 import { chromium } from 'playwright-core';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -35,6 +43,9 @@ const TEAM_B = env('CONSOLE_TEAM_B_TOKEN');
 const SCALE = Number(env('CONSOLE_SCALE', '2000'));
 const ARTIFACTS = env('CONSOLE_ARTIFACTS');
 const CHROMIUM = env('CHROMIUM', '/usr/bin/chromium');
+const KUBECTL = env('CONSOLE_KUBECTL');
+const KUBECONFIG = env('CONSOLE_KUBECONFIG');
+const MAX_INSTANCES = Number(env('CONSOLE_MAX_INSTANCES'));
 
 const SHORT = 30_000;
 const LONG = 180_000;
@@ -76,6 +87,94 @@ async function api(method, p, token) {
   const res = await fetch(new URL(`api/v1${p}`, URL_), { method, headers: { Authorization: `Bearer ${token}` } });
   const text = await res.text();
   return { status: res.status, body: text ? JSON.parse(text) : null };
+}
+
+// kget(...args): kubectl get ... -o json in the challenge namespace, parsed: the cluster's truth.
+function kget(...args) {
+  const out = execFileSync(KUBECTL, ['--kubeconfig', KUBECONFIG, '-n', 'ctf', 'get', ...args, '-o', 'json'],
+    { encoding: 'utf8', maxBuffer: 256 << 20 });
+  return JSON.parse(out);
+}
+
+// pageState(c): a Challenge's state as the API derives it (views.c), in the panel's words.
+function pageState(c) {
+  const phase = (c.status || {}).currentStatus;
+  if (c.metadata.deletionTimestamp || phase === 'Terminating' || phase === 'Deleted') return 'stopping';
+  if (phase === 'Error') return 'failed';
+  if (phase === 'Running') return 'running';
+  return 'starting';
+}
+
+// truth(): the panel's rows, totals and quota line as kubectl counts them now.
+function truth() {
+  const chals = kget('challenges').items;
+  const defs = kget('challengedefinitions').items;
+  const rows = new Map();
+  const num = (p, k) => (p && Number.isInteger(p[k]) && p[k] >= 0 ? String(p[k]) : '—');
+  for (const d of defs) {
+    const p = (d.status || {}).pool || null;
+    rows.set(d.metadata.name, { running: 0, starting: 0, failed: 0, stopping: 0, pool: [num(p, 'ready'), num(p, 'claimed'), num(p, 'target')] });
+  }
+  const perTeam = new Map();
+  const totals = { running: 0, starting: 0, failed: 0, stopping: 0 };
+  let admitted = 0;
+  for (const c of chals) {
+    const s = pageState(c);
+    rows.get(c.spec.definition)[s] += 1;
+    totals[s] += 1;
+    // Admitted: given a namespace and not refused for quota (the ledger's rule).
+    const st = c.status || {};
+    if (st.namespace && !(st.currentStatus === 'Error' && st.reason === 'QuotaExceeded')) {
+      admitted += 1;
+      perTeam.set(c.spec.team, (perTeam.get(c.spec.team) || 0) + 1);
+    }
+  }
+  const table = [...rows].sort(([a], [b]) => (a < b ? -1 : 1)).map(([name, r]) =>
+    [name, String(r.running), String(r.starting), String(r.failed), String(r.stopping), ...r.pool]);
+  const warm = defs.reduce((n, d) => n + (((d.status || {}).pool || {}).size || 0), 0);
+  const teams = new Set(chals.map((c) => c.spec.team)).size;
+  const full = [...perTeam].filter(([, n]) => n >= 2).map(([t]) => t).sort();
+  return {
+    table,
+    totals: `${admitted + warm} of ${MAX_INSTANCES} instances in use (${admitted} for ${teams} teams, ${warm} warm; ` +
+      `room for ${MAX_INSTANCES - admitted - warm} more): ${totals.running} running, ${totals.starting} starting, ` +
+      `${totals.failed} failed, ${totals.stopping} stopping.`,
+    quota: full.length ? `Teams at their quota of 2 (${full.length}): ${full.join(', ')}.` : 'No team is at its quota of 2.',
+  };
+}
+
+// panel(): what the panel shows now, in truth()'s shape.
+async function panel() {
+  const table = await page.$$eval('#console-defs tr', (trs) => trs.map((tr) => [tr.dataset.definition,
+    ...[...tr.querySelectorAll('td')].map((td) => td.textContent)]));
+  return { table, totals: await page.locator('#console-totals').innerText(),
+    quota: await page.locator('#console-quota').innerText() };
+}
+
+// settledPanel(until, what): waits until the panel equals kubectl's count and until(truth) holds.
+async function settledPanel(until, what) {
+  const end = Date.now() + LONG;
+  let seen;
+  let want;
+  for (;;) {
+    want = truth();
+    seen = await panel();
+    if (JSON.stringify(seen) === JSON.stringify(want) && until(want)) return want;
+    if (Date.now() > end) break;
+    await page.waitForTimeout(500);
+  }
+  throw new Error(`${what}: the panel ${JSON.stringify(seen)} is not the cluster's ${JSON.stringify(want)}`);
+}
+
+// newestEvent(team, challenge): the newest Event kubectl lists about that Challenge
+// (by last time, then by name, as the API orders them).
+function newestEvent(team, challenge) {
+  const c = kget('challenges').items.find((x) => x.spec.team === team && x.spec.definition === challenge &&
+    !x.metadata.deletionTimestamp);
+  const evs = kget('events', '--field-selector', `involvedObject.uid=${c.metadata.uid}`).items;
+  const when = (e) => e.lastTimestamp || e.eventTime || e.firstTimestamp || '';
+  evs.sort((a, b) => (when(a) === when(b) ? (a.metadata.name < b.metadata.name ? 1 : -1) : (when(a) < when(b) ? 1 : -1)));
+  return { newest: evs[0], all: evs };
 }
 
 // cells(): the team and challenge of every row shown, in order.
@@ -129,11 +228,53 @@ async function run(context) {
     assert(JSON.stringify(got) === JSON.stringify(want), `rows ${JSON.stringify(got)}`);
     const broken = page.locator('#console-rows tr[data-state="Error"]');
     assert(/ImagePullFailed/.test(await broken.innerText()), `the Error row: ${await broken.innerText()}`);
-    const totals = await page.locator('#console-totals').innerText();
-    assert(/^3 of \d+ instances: 2 running, 0 starting, 1 failed, 0 stopping\.$/.test(totals), `totals: ${totals}`);
     assert((await rows().nth(0).locator('td.col-endpoint').innerText()).trim(), 'no endpoint for team-a/web');
     assert(problems.length === 0, problems.join('; '));
     await screenshot('console');
+  });
+
+  await step('the panel shows per definition, the totals and the teams at their quota as the cluster counts them', async () => {
+    const want = await settledPanel((t) => t.table.some(([n, , , , , ready, , target]) =>
+      n === 'pooled' && ready === '2' && target === '2'), 'the panel');
+    const byName = Object.fromEntries(want.table.map((r) => [r[0], r.slice(1)]));
+    assert(JSON.stringify(byName.web) === JSON.stringify(['2', '0', '0', '0', '—', '—', '—']), `web: ${byName.web}`);
+    assert(JSON.stringify(byName.broken.slice(0, 4)) === JSON.stringify(['0', '0', '1', '0']), `broken: ${byName.broken}`);
+    assert(JSON.stringify(byName.pooled) === JSON.stringify(['0', '0', '0', '0', '2', '0', '2']), `pooled: ${byName.pooled}`);
+    assert(/^5 of \d+ instances in use \(3 for 2 teams, 2 warm; room for \d+ more\): 2 running, 0 starting, 1 failed, 0 stopping\.$/
+      .test(want.totals), `totals: ${want.totals}`);
+    assert(want.quota === 'Teams at their quota of 2 (1): team-b.', `quota: ${want.quota}`);
+    await page.locator('#console-panel').scrollIntoViewIfNeeded();
+    await screenshot('panel');
+  });
+
+  await step('the last-Events column shows each instance\'s newest Event as kubectl lists it', async () => {
+    const cell = (team, ch) => page.locator(`#console-rows tr:has(td:text-is("${team}")):has(td:text-is("${ch}")) td.col-events`);
+    const end = Date.now() + LONG;
+    let shown = '';
+    let want;
+    for (;;) {
+      want = newestEvent('team-b', 'broken').newest;
+      shown = (await cell('team-b', 'broken').locator('summary').innerText().catch(() => '')).trim();
+      if (want && shown === want.reason) break;
+      if (Date.now() > end) throw new Error(`team-b/broken's last Event shows ${shown}, kubectl's newest is ${want && want.reason}`);
+      await page.waitForTimeout(500);
+    }
+    // The newest Event's type decides its colour. Which Event is newest is
+    // kubectl's answer at that moment: under load the Normal Pending and the
+    // Warning of the failed pull can share a second (then the name decides).
+    const warned = await cell('team-b', 'broken').locator('summary .event-warning').count();
+    assert(warned === (want.type === 'Warning' ? 1 : 0),
+      `team-b/broken's newest Event ${want.type} ${want.reason} is shown ${warned ? '' : 'not '}as a warning`);
+    await cell('team-b', 'broken').locator('summary').click();
+    const list = await cell('team-b', 'broken').locator('li').first().innerText();
+    assert(list.includes(want.message.slice(0, 60)), `the opened list ${list} lacks kubectl's message ${want.message}`);
+    await page.waitForFunction(() => [...document.querySelectorAll('#console-rows tr')].some((tr) =>
+      tr.children[0].textContent === 'team-a' && tr.children[1].textContent === 'web' &&
+      [...tr.querySelectorAll('td.col-events li')].some((li) => li.textContent.startsWith('Running'))), null, { timeout: LONG });
+    const a = newestEvent('team-a', 'web').all;
+    assert(a.some((e) => e.reason === 'Running'), `kubectl lists no Running Event for team-a/web: ${a.map((e) => e.reason)}`);
+    await screenshot('last-events');
+    await cell('team-b', 'broken').locator('summary').click();
   });
 
   await step('a filter by team shows only that team\'s instances', async () => {
@@ -156,6 +297,8 @@ async function run(context) {
       .some((tr) => tr.children[0].textContent === 'team-b' && tr.children[1].textContent === 'web'),
     null, { timeout: LONG });
     assert(/Stop web of team team-b/.test(asked), `the confirmation asked: ${asked}`);
+    await settledPanel((t) => t.quota === 'No team is at its quota of 2.' && !t.table.some((r) => r[4] !== '0'),
+      'the panel after the stop');
     const mine = await api('GET', '/teams/team-b/instances', TEAM_B);
     assert(mine.status === 200 && !mine.body.instances.some((i) => i.challenge === 'web'),
       `team-b's own list: ${JSON.stringify(mine.body)}`);
@@ -211,6 +354,17 @@ async function run(context) {
     const totals = await page.locator('#console-totals').innerText();
     assert(shown === `${want} of ${want} instances shown.`, `shown: ${shown}`);
     assert(problems.length === 0, problems.join('; '));
+    // The summary's cost as the API answers it (a measurement): it reads every Challenge of the cache.
+    const took = [];
+    for (let k = 0; k < 5; k += 1) {
+      const t = performance.now();
+      const r = await api('GET', '/admin/summary', ADMIN);
+      took.push(performance.now() - t);
+      assert(r.status === 200 && r.body.totals.teams >= SCALE, `the summary at scale: ${r.status}`);
+    }
+    took.sort((x, y) => x - y);
+    console.log(`# GET /api/v1/admin/summary with ${want} instances: median ${took[2].toFixed(1)} ms of 5 ` +
+      `(min ${took[0].toFixed(1)}, max ${took[4].toFixed(1)}), as answered over loopback`);
     console.log(`# ${SCALE} instances made through the API in ${made} ms; all ${want} rows in the open console ` +
       `${live} ms later; then the console reloaded and rendered ${want} rows in ${rendered} ms, filtered them ` +
       `to one in ${filtered} ms and back to all in ${cleared} ms (at the end: ${totals})`);

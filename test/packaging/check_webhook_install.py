@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""check_webhook_install.py - the Challenge validating webhook as kustomize
+and Helm install it, rendered without a cluster (kubectl kustomize, helm
+template):
+
+  - config/default and the chart's defaults have no webhook (existing
+    installs keep working without cert-manager or a certificate);
+  - config/with-webhook, the chart with webhook.enabled (self-signed) and
+    with cert-manager's API served each make one ValidatingWebhookConfiguration
+    whose webhook never blocks a deletion (CREATE of challenges only),
+    fails fast (failurePolicy Fail, timeoutSeconds <= 10), never covers the
+    operator's namespace nor kube-system, calls the path the operator serves
+    (CTF_WEBHOOK_VALIDATE_CHALLENGE in operators/ctf/controller/webhook.h)
+    through a Service whose targetPort is a port of the operator's
+    container, and whose pods mount the certificate's Secret at the
+    --webhook-cert-dir they are given;
+  - the certificate: cert-manager's Certificate names the Service's DNS
+    names and the configuration asks the cainjector for its CA; the
+    chart's self-signed one verifies against the configuration's caBundle
+    and names the Service.
+
+Usage: check_webhook_install.py SRC KUBECTL HELM
+"""
+import base64
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+SRC, KUBECTL, HELM = sys.argv[1:4]
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+    return cond
+
+
+def render(args):
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def kinds(docs, kind):
+    return [d for d in docs if d.get("kind") == kind]
+
+
+def served_path():
+    text = open(os.path.join(SRC, "operators/ctf/controller/webhook.h")).read()
+    return re.search(r'#define CTF_WEBHOOK_VALIDATE_CHALLENGE "([^"]+)"', text).group(1)
+
+
+def check_install(name, docs, system_ns, cert_manager):
+    vwcs = kinds(docs, "ValidatingWebhookConfiguration")
+    if not check(len(vwcs) == 1, f"{name}: {len(vwcs)} ValidatingWebhookConfigurations"):
+        return
+    hooks = vwcs[0]["webhooks"]
+    check(len(hooks) == 1, f"{name}: {len(hooks)} webhooks")
+    h = hooks[0]
+    for r in h["rules"]:
+        check(r["operations"] == ["CREATE"], f"{name}: operations {r['operations']} (CREATE only)")
+        check(r["resources"] == ["challenges"], f"{name}: resources {r['resources']}")
+        check(r["apiGroups"] == ["ctf.kopc.io"], f"{name}: apiGroups {r['apiGroups']}")
+    check(h["failurePolicy"] == "Fail", f"{name}: failurePolicy {h['failurePolicy']}")
+    check(1 <= h["timeoutSeconds"] <= 10, f"{name}: timeoutSeconds {h['timeoutSeconds']}")
+    check(h["sideEffects"] == "None", f"{name}: sideEffects")
+    excluded = set()
+    for e in h["namespaceSelector"]["matchExpressions"]:
+        if e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "NotIn":
+            excluded |= set(e["values"])
+    check({system_ns, "kube-system"} <= excluded,
+          f"{name}: namespaceSelector excludes {sorted(excluded)}, not {system_ns} and kube-system")
+    svc_ref = h["clientConfig"]["service"]
+    check(svc_ref["path"] == served_path(), f"{name}: path {svc_ref['path']} is not what the operator serves")
+    check(svc_ref["namespace"] == system_ns, f"{name}: Service namespace {svc_ref['namespace']}")
+    svcs = [s for s in kinds(docs, "Service") if s["metadata"]["name"] == svc_ref["name"]]
+    if not check(len(svcs) == 1, f"{name}: no Service {svc_ref['name']}"):
+        return
+    port = [p for p in svcs[0]["spec"]["ports"] if p["port"] == svc_ref.get("port", 443)]
+    check(len(port) == 1, f"{name}: the Service has no port {svc_ref.get('port', 443)}")
+    dep = kinds(docs, "Deployment")[0]
+    pod = dep["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    names = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+    check(port and port[0]["targetPort"] in names, f"{name}: targetPort {port and port[0]['targetPort']} not a container port")
+    args = c["args"]
+    check("--webhook-bind" in args, f"{name}: no --webhook-bind")
+    if "--webhook-bind" in args and port and port[0]["targetPort"] in names:
+        bind = args[args.index("--webhook-bind") + 1]
+        check(bind.endswith(f":{names[port[0]['targetPort']]}"), f"{name}: --webhook-bind {bind} is not the webhook port")
+    cert_dir = args[args.index("--webhook-cert-dir") + 1] if "--webhook-cert-dir" in args else None
+    mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+    vols = {v["name"]: v for v in pod.get("volumes", [])}
+    check(cert_dir in mounts, f"{name}: --webhook-cert-dir {cert_dir} is not mounted")
+    secret = vols.get(mounts.get(cert_dir), {}).get("secret", {}).get("secretName")
+    dns = {f"{svc_ref['name']}.{system_ns}.svc"}
+    if cert_manager:
+        certs = kinds(docs, "Certificate")
+        if check(len(certs) == 1, f"{name}: {len(certs)} Certificates"):
+            cert = certs[0]
+            check(cert["spec"]["secretName"] == secret, f"{name}: the pods mount {secret}, the Certificate makes {cert['spec']['secretName']}")
+            check(dns <= set(cert["spec"]["dnsNames"]), f"{name}: Certificate dnsNames {cert['spec']['dnsNames']}")
+            ann = vwcs[0]["metadata"].get("annotations", {}).get("cert-manager.io/inject-ca-from")
+            check(ann == f"{system_ns}/{cert['metadata']['name']}", f"{name}: inject-ca-from {ann}")
+            issuer = cert["spec"]["issuerRef"]["name"]
+            check(any(i["metadata"]["name"] == issuer for i in kinds(docs, "Issuer")), f"{name}: no Issuer {issuer}")
+    else:
+        check(not kinds(docs, "Certificate"), f"{name}: a Certificate without cert-manager")
+        secs = [s for s in kinds(docs, "Secret") if s["metadata"]["name"] == secret]
+        if check(len(secs) == 1, f"{name}: no Secret {secret}"):
+            data = secs[0]["data"]
+            with tempfile.TemporaryDirectory() as tmp:
+                ca, crt = os.path.join(tmp, "ca.crt"), os.path.join(tmp, "tls.crt")
+                open(ca, "wb").write(base64.b64decode(h["clientConfig"]["caBundle"]))
+                open(crt, "wb").write(base64.b64decode(data["tls.crt"]))
+                v = subprocess.run(["openssl", "verify", "-CAfile", ca, crt], capture_output=True, text=True)
+                check(v.returncode == 0, f"{name}: the certificate does not verify with caBundle: {v.stdout}{v.stderr}")
+                san = subprocess.run(["openssl", "x509", "-in", crt, "-noout", "-ext", "subjectAltName"],
+                                     capture_output=True, text=True).stdout
+                check(all(f"DNS:{d}" in san for d in dns), f"{name}: SANs {san.strip()} lack {dns}")
+            check(data.get("tls.key"), f"{name}: no tls.key")
+
+
+def no_webhook(name, docs):
+    check(not kinds(docs, "ValidatingWebhookConfiguration"), f"{name}: has a webhook configuration")
+    args = kinds(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+    check("--webhook-bind" not in args, f"{name}: the operator serves a webhook")
+
+
+chart = os.path.join(SRC, "charts/kopc-ctf")
+helm = [HELM, "template", "ctf", chart, "-n", "ctf-system"]
+no_webhook("config/default", render([KUBECTL, "kustomize", os.path.join(SRC, "config/default")]))
+no_webhook("the chart's defaults", render(helm))
+check_install("config/with-webhook", render([KUBECTL, "kustomize", os.path.join(SRC, "config/with-webhook")]),
+              "kopc-system", True)
+check_install("the chart, self-signed", render(helm + ["--set", "webhook.enabled=true"]), "ctf-system", False)
+check_install("the chart, cert-manager served",
+              render(helm + ["--set", "webhook.enabled=true", "--api-versions", "cert-manager.io/v1"]),
+              "ctf-system", True)
+check_install("the chart, certManager.enabled=false though served",
+              render(helm + ["--set", "webhook.enabled=true", "--set", "webhook.certManager.enabled=false",
+                             "--api-versions", "cert-manager.io/v1"]), "ctf-system", False)
+
+for f in failures:
+    print("FAIL:", f)
+sys.exit(1 if failures else 0)
