@@ -38,6 +38,9 @@ static const char usage_text[] =
     "  --gateway-pod-namespace NS   where the gateway's pods run: the only source the\n"
     "                               exposed ports admit (default: the Gateway's namespace)\n"
     "  --gateway-pod-selector K=V,.. those pods' labels (default: every pod of that namespace)\n"
+    "  --gateway-probe-address HOST:PORT where the operator reaches the gateway to check, TLS\n"
+    "                               with each host's SNI, that an instance is served before it\n"
+    "                               is Running (default: none; Running waits for Accepted)\n"
     "  --gateway-key-secret NAME    the Secret (system namespace) of the host key, made when\n"
     "                               absent (default ctf-gateway-host-key)\n"
     "  --system-namespace NS        where the Lease and the API's token Secrets live\n"
@@ -129,6 +132,8 @@ static int parse_args(int argc, char **argv, kop_manager_opts *mo, ctf_operator 
             g->pod_namespace = v;
         else if (ok && strcmp(flag, "--gateway-pod-selector") == 0)
             g->pod_selector = v;
+        else if (ok && strcmp(flag, "--gateway-probe-address") == 0)
+            g->probe_address = v;
         else if (ok && strcmp(flag, "--gateway-key-secret") == 0)
             ok = kop_meta_is_valid_dns1123_subdomain(*key_secret = v);
         else if (ok && strcmp(flag, "--system-namespace") == 0)

@@ -6,8 +6,9 @@
  * host on the right listener, NetworkPolicies that admit the gateway's pods
  * only), a warm instance without routes and the same one claimed with its
  * team's routes and nothing else changed, the hosts and endpoints, what a
- * route's status says of our Gateway, and the settings refused at
- * start-up. The ids themselves are tested in test_ctf_host.c.
+ * route's status says of our Gateway, the settings refused at start-up,
+ * and the probe's verdict on what the gateway answered (the instance's
+ * bytes, or the gateway's own 404/503/close). The ids themselves are tested in test_ctf_host.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -72,6 +73,12 @@ static void test_children(void **state)
         if (strcmp(kind, "Service") == 0)
             assert_string_equal(json_string_value(at(o, "spec.type")), "ClusterIP");
     }
+    /* An exposed Service asks Traefik for its ClusterIP (Traefik < 3.7 misses a pod turning
+     * ready: core/instance.c); the pods' own Services are not routed to and stay bare. */
+    assert_string_equal(json_string_value(json_object_get(
+                            at(find(kids, "Service", "admin"), "metadata.annotations"),
+                            CTF_ANNOTATION_TRAEFIK_NATIVE_LB)),
+                        "true");
     json_t *hard = at(find(kids, "ResourceQuota", "instance"), "spec.hard");
     assert_string_equal(json_string_value(json_object_get(hard, "services.nodeports")), "0");
 
@@ -124,6 +131,7 @@ static void test_children(void **state)
     assert_string_equal(json_string_value(at(find(kids, "Service", "admin"), "spec.type")),
                         "NodePort");
     assert_null(at(find(kids, "NetworkPolicy", "allow-exposed-web"), "spec.ingress.0.from"));
+    assert_null(at(find(kids, "Service", "admin"), "metadata.annotations"));
     json_decref(kids);
 
     /* The defaults: Gateway kopc-gateway/ctf, its own namespace's pods, every one of them. */
@@ -392,12 +400,70 @@ static void test_check(void **state)
     assert_int_equal(g.port, 443);
 }
 
+/* V: the verdict on a C string answer. */
+#define V(answer, http, poked, closed)                                                      \
+    ctf_gateway_probe_verdict(answer, strlen(answer), http, poked, closed)
+
+/* What the gateway answered a probe: the instance's bytes, or the gateway's own. */
+static void test_probe_verdict(void **state)
+{
+    (void)state;
+    static const char T404[] = "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\n"
+                               "Content-Length: 19\r\n\r\n404 page not found\n";
+    static const char T404B[] = "HTTP/1.1 404 Not Found\r\nDate: Fri, 27 Nov 2026\r\n"
+                                "Content-Length: 19\r\n\r\n404 page not found\n";
+    static const char APP404[] = "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nno such\r\n";
+
+    /* TCP, before anything was sent: a greeting is the instance, a close is no server. */
+    assert_int_equal(V("Your flag is flag{x}\n", false, false, false), CTF_PROBE_SERVED);
+    assert_int_equal(V("", false, false, true), CTF_PROBE_GATEWAY);
+    /* TCP, after the request: the gateway's HTTP handler, or a silent or hung-up instance. */
+    assert_int_equal(V(T404, false, true, true), CTF_PROBE_COMPARE);
+    assert_int_equal(V("HTTP/1.1 503 Service Unavailable\r\n\r\nno available server", false,
+                       true, true),
+                     CTF_PROBE_GATEWAY);
+    assert_int_equal(V("", false, true, false), CTF_PROBE_SERVED);
+    assert_int_equal(V("", false, true, true), CTF_PROBE_SERVED);
+    assert_int_equal(V("> ", false, true, false), CTF_PROBE_SERVED);
+
+    /* HTTP: 502/503/504 and silence are the gateway's; 404 and 421 need the comparison. */
+    assert_int_equal(V("HTTP/1.1 200 OK\r\n\r\nhi", true, true, true), CTF_PROBE_SERVED);
+    assert_int_equal(V("HTTP/1.1 302 Found\r\n\r\n", true, true, true), CTF_PROBE_SERVED);
+    assert_int_equal(V("HTTP/1.1 500 Oops\r\n\r\n", true, true, true), CTF_PROBE_SERVED);
+    assert_int_equal(V("HTTP/1.1 502 Bad Gateway\r\n\r\n", true, true, true), CTF_PROBE_GATEWAY);
+    assert_int_equal(V("HTTP/1.0 503 x\r\n\r\n", true, true, true), CTF_PROBE_GATEWAY);
+    assert_int_equal(V("HTTP/1.1 504 x\r\n\r\n", true, true, true), CTF_PROBE_GATEWAY);
+    assert_int_equal(V(T404, true, true, true), CTF_PROBE_COMPARE);
+    assert_int_equal(V("HTTP/1.1 421 Misdirected\r\n\r\n", true, true, true), CTF_PROBE_COMPARE);
+    assert_int_equal(V("", true, true, true), CTF_PROBE_GATEWAY);
+    assert_int_equal(V("", true, true, false), CTF_PROBE_GATEWAY);
+    /* Not an HTTP status line: the instance's (whatever it is). */
+    assert_int_equal(V("HTTP/1.1 5x3 x\r\n\r\n", true, true, true), CTF_PROBE_SERVED);
+    assert_int_equal(V("HTTP/2 503\r\n\r\n", true, true, true), CTF_PROBE_SERVED);
+
+    /* The status line, strictly. */
+    assert_int_equal(ctf_gateway_http_status(T404, strlen(T404)), 404);
+    assert_int_equal(ctf_gateway_http_status("HTTP/1.1 404", 12), 404);
+    assert_int_equal(ctf_gateway_http_status("HTTP/1.1 40", 11), 0);
+    assert_int_equal(ctf_gateway_http_status("HTTP/1.1 099 x", 14), 0);
+    assert_int_equal(ctf_gateway_http_status(NULL, 0), 0);
+
+    /* The same 404 as a host without a route: same status and body, other headers. */
+    assert_true(ctf_gateway_probe_same(T404, strlen(T404), T404B, strlen(T404B)));
+    assert_false(ctf_gateway_probe_same(APP404, strlen(APP404), T404, strlen(T404)));
+    assert_false(ctf_gateway_probe_same(T404, strlen(T404), "HTTP/1.1 503 x\r\n\r\n404 page not found\n",
+                                        strlen("HTTP/1.1 503 x\r\n\r\n404 page not found\n")));
+    assert_false(ctf_gateway_probe_same(T404, strlen(T404), "", 0));
+    assert_false(ctf_gateway_probe_same("HTTP/1.1 404 x", 14, "HTTP/1.1 404 x", 14));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_children), cmocka_unit_test(test_hosts),
         cmocka_unit_test(test_endpoints), cmocka_unit_test(test_warm),
         cmocka_unit_test(test_route_state), cmocka_unit_test(test_check),
+        cmocka_unit_test(test_probe_verdict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

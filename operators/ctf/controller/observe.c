@@ -3,9 +3,10 @@
  * (see observe.h): a container that cannot start (an image that cannot
  * be pulled, a crash loop), Deployments available, endpoints known and
  * every exposed Service's endpoint ready, and in the gateway mode every
- * route accepted by our Gateway. The events of the instance's objects (the
- * routes' status among them) bring the Challenge back here; nothing is
- * polled.
+ * route accepted by our Gateway, and then (with --gateway-probe-address)
+ * every host served through it (controller/probe.h). The events of the
+ * instance's objects (the routes' status among them) bring the Challenge
+ * back here; only the probe of an instance about to be Running is polled.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <time.h>
 
 #include "controller/observe.h"
+#include "controller/probe.h"
 
 void ctf_observe_error(ctf_observation *o, const char *reason, const char *fmt, ...)
 {
@@ -217,12 +219,29 @@ static bool gateway_endpoints(ctf_operator *op, const json_t *chal, const json_t
     return true;
 }
 
+/* already_running: chal's status says Running: its hosts were served, no probe again. */
+static bool already_running(const json_t *chal)
+{
+    return kop_streq(ctf_str2(chal, "status", "currentStatus"), CTF_STATUS_RUNNING);
+}
+
+/*
+ * served: the gateway serves every host of o->endpoints (or no probe is
+ * configured); false with msg saying which host waits for what.
+ */
+static bool served(ctf_operator *op, const ctf_observation *o, char *msg, size_t size)
+{
+    ctf_probe_outcome r = ctf_gateway_served(&op->instance, o->endpoints, msg, size);
+    return r == CTF_PROBE_OFF || r == CTF_PROBE_OK;
+}
+
 /* observe_instance decides Running, Pending or a failure from the caches. */
 void ctf_observe_instance(ctf_operator *op, const json_t *chal, const json_t *def, const char *ns,
                           ctf_observation *o)
 {
     char wait_msg[sizeof o->message] = "starting";
     const char *wait_reason = NULL;
+    long probe_ms = 0;
     bool ready = ctf_instance_ready(op, def, ns, o);
     if (!o->reason && ctf_gateway_on(&op->instance)) {
         if (!gateway_endpoints(op, chal, def, o))
@@ -230,6 +249,12 @@ void ctf_observe_instance(ctf_operator *op, const json_t *chal, const json_t *de
         /* The door must be open too: the gateway accepted every route. */
         if (ready && !routes_accepted(op, def, ns, wait_msg, sizeof wait_msg, &wait_reason))
             ready = false;
+        /* And it must serve them: Accepted comes before the gateway applies the route. */
+        if (ready && !already_running(chal) && !served(op, o, wait_msg, sizeof wait_msg)) {
+            ready = false;
+            wait_reason = CTF_REASON_GATEWAY_PENDING;
+            probe_ms = ctf_probe_retry_ms(difftime(time(NULL), ctf_created_at(chal)) * 1000);
+        }
     }
     if (ready) {
         o->phase = CTF_STATUS_RUNNING;
@@ -259,4 +284,6 @@ void ctf_observe_instance(ctf_operator *op, const json_t *chal, const json_t *de
     o->waiting = wait_reason;
     snprintf(o->message, sizeof o->message, "%s", wait_msg);
     o->requeue_ms = (long)((double)timeout_ms - age_ms) + 1000;
+    if (probe_ms > 0 && probe_ms < o->requeue_ms)
+        o->requeue_ms = probe_ms; /* the gateway's progress sends no event: look again */
 }

@@ -308,3 +308,59 @@ ctf_route_state ctf_gateway_route_state(const ctf_config *cfg, const json_t *rou
                  gw_name(g), kind, ns, name);
     return state;
 }
+
+/* ---- the probe's verdict --------------------------------------------------- */
+
+int ctf_gateway_http_status(const char *answer, size_t len)
+{
+    /* "HTTP/1.x NNN": twelve bytes at least, three digits after the space. */
+    if (!answer || len < 12 || memcmp(answer, "HTTP/1.", 7) != 0 || answer[8] != ' ')
+        return 0;
+    int code = 0;
+    for (size_t i = 9; i < 12; i++) {
+        if (answer[i] < '0' || answer[i] > '9')
+            return 0;
+        code = code * 10 + (answer[i] - '0');
+    }
+    return code >= 100 && code <= 599 ? code : 0;
+}
+
+ctf_probe_verdict ctf_gateway_probe_verdict(const char *answer, size_t len, bool http, bool poked,
+                                            bool closed)
+{
+    if (!http && !poked)
+        return len > 0 || !closed ? CTF_PROBE_SERVED : CTF_PROBE_GATEWAY;
+    if (len == 0)
+        return http ? CTF_PROBE_GATEWAY : CTF_PROBE_SERVED;
+    int code = ctf_gateway_http_status(answer, len);
+    if (code == 502 || code == 503 || code == 504)
+        return CTF_PROBE_GATEWAY;
+    if (code == 404 || code == 421)
+        return CTF_PROBE_COMPARE;
+    return CTF_PROBE_SERVED;
+}
+
+/* body_of points *body at the bytes after the head's blank line; false when there is none. */
+static bool body_of(const char *a, size_t len, const char **body, size_t *blen)
+{
+    for (size_t i = 0; i + 4 <= len; i++) {
+        if (memcmp(a + i, "\r\n\r\n", 4) == 0) {
+            *body = a + i + 4;
+            *blen = len - i - 4;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool ctf_gateway_probe_same(const char *a, size_t alen, const char *b, size_t blen)
+{
+    const char *ba, *bb;
+    size_t na, nb;
+    int ca = ctf_gateway_http_status(a, alen);
+    if (ca == 0 || ca != ctf_gateway_http_status(b, blen))
+        return false;
+    if (!body_of(a, alen, &ba, &na) || !body_of(b, blen, &bb, &nb))
+        return false;
+    return na == nb && memcmp(ba, bb, na) == 0;
+}

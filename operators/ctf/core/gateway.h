@@ -16,7 +16,10 @@
  *  - the NetworkPolicy peer of the gateway's pods, the only source the
  *    exposed ports admit in this mode;
  *  - whether a stored route is accepted by our Gateway (its status.parents),
- *    waiting for it, or refused, and why: Running waits for accepted.
+ *    waiting for it, or refused, and why: Running waits for accepted;
+ *  - whether what the gateway answered a probe of an instance's host is the
+ *    instance's own answer or the gateway's (no route applied yet, no
+ *    server): Running waits for the instance's (controller/probe.c).
  *
  * Pure: no network, no cluster, no clock. Ownership: inputs are borrowed;
  * a json_t * handed back is a new reference; strings are written into
@@ -39,6 +42,9 @@
 #define CTF_GATEWAY_API        "gateway.networking.k8s.io/v1"
 #define CTF_KIND_TLSROUTE      "TLSRoute"
 #define CTF_KIND_HTTPROUTE     "HTTPRoute"
+
+/* On an exposed Service in the gateway mode: Traefik sends to its ClusterIP (core/instance.c). */
+#define CTF_ANNOTATION_TRAEFIK_NATIVE_LB "traefik.io/service.nativelb"
 
 /* Defaults of ctf_gateway's fields: the Gateway the devcluster makes (docs/devcluster.md). */
 #define CTF_GATEWAY_DEFAULT_NAMESPACE "kopc-gateway"
@@ -134,5 +140,49 @@ typedef enum ctf_route_state {
 ctf_route_state ctf_gateway_route_state(const ctf_config *cfg, const json_t *route,
                                         const char *kind, const char *ns, const char *name,
                                         char *msg, size_t size);
+
+/* ---- the probe through the gateway (controller/probe.c does the I/O) ---- */
+
+/* The host a probe asks for to learn the gateway's answer to a host without a route: never
+ * an instance's (theirs are 16 base32 characters, ctf_host_name). */
+#define CTF_GATEWAY_UNROUTED_LABEL "kopc-no-route"
+
+/* ctf_probe_verdict: what one probe of an instance's host through the gateway saw. */
+typedef enum ctf_probe_verdict {
+    CTF_PROBE_SERVED,  /* the instance's own bytes (or a silent TCP instance): served */
+    CTF_PROBE_GATEWAY, /* the gateway's own answer (no server, no route yet): not served */
+    CTF_PROBE_COMPARE, /* a 404 or 421: the gateway's only if a host without a route gets the
+                        * same (ctf_gateway_probe_same) */
+} ctf_probe_verdict;
+
+/*
+ * ctf_gateway_probe_verdict judges what a probe read (answer, len bytes,
+ * not NUL-terminated) from an exposure's host through the gateway; http:
+ * the exposure is HTTP; poked: an HTTP request "GET / HTTP/1.1" was sent
+ * (always for HTTP; for TCP only after the instance stayed silent a
+ * moment); closed: the peer closed the connection (else the read timed
+ * out or the buffer filled).
+ *
+ *  - TCP, nothing sent yet: bytes are the instance's (a gateway never
+ *    speaks first); closed without a byte is the gateway with no server.
+ *  - After the request: an HTTP answer 502, 503 or 504 is the gateway's
+ *    (no available server); 404 or 421 may be either (COMPARE); any other
+ *    answer is the instance's. Nothing at all is the instance's for TCP
+ *    (a silent challenge, or one that hangs up on a stray request), the
+ *    gateway's for HTTP (an HTTP server answers).
+ */
+ctf_probe_verdict ctf_gateway_probe_verdict(const char *answer, size_t len, bool http, bool poked,
+                                            bool closed);
+
+/*
+ * ctf_gateway_probe_same: answers a and b (HTTP, as read) have the same
+ * status code and the same body (the bytes after the first blank line),
+ * i.e. the instance's host got what a host without a route gets. false
+ * when either is not an HTTP answer.
+ */
+bool ctf_gateway_probe_same(const char *a, size_t alen, const char *b, size_t blen);
+
+/* ctf_gateway_http_status: the status code of an HTTP answer's first line, 0 when none. */
+int ctf_gateway_http_status(const char *answer, size_t len);
 
 #endif /* CTF_CORE_GATEWAY_H */

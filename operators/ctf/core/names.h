@@ -58,6 +58,9 @@ typedef struct ctf_gateway {
     int port;                   /* the port participants connect to (default 443) */
     const char *pod_namespace;  /* where the gateway's pods run (default: the Gateway's) */
     const char *pod_selector;   /* "k=v,k2=v2" of those pods; NULL or "": every pod there */
+    const char *probe_address;  /* "host:port" the operator reaches the gateway at, to check
+                                 * that a host is served before Running (controller/probe.h);
+                                 * NULL or "": no probe, Running waits for Accepted only */
     const unsigned char *key;   /* the host key (ctf_host_id), key_len bytes */
     size_t key_len;
 } ctf_gateway;
