@@ -54,6 +54,9 @@ start_real_operator() {
         --max-instances-per-team "$MAX_PER_TEAM" -v 1)
     if [ -n "${GATEWAY_DOMAIN:-}" ]; then
         cmd+=(--gateway-domain "$GATEWAY_DOMAIN" --gateway-port "$GATEWAY_PORT")
+        # Running waits until the gateway serves the host (controller/probe.h);
+        # GATEWAY_PROBE=0 runs without, to see what Accepted alone gives.
+        [ "${GATEWAY_PROBE:-1}" = 0 ] || cmd+=(--gateway-probe-address "127.0.0.1:$GATEWAY_PORT")
     fi
     printf '%s\n' "${cmd[@]}" >"$WORK/op.cmd"
     "${cmd[@]}" >>"$WORK/op.log" 2>&1 &
