@@ -13,7 +13,11 @@
  *  - the state does not depend on the buffer's size (a short buffer only
  *    cuts the message);
  *  - a selector ctf_gateway_check accepts gives a peer whose podSelector
- *    labels are valid label keys and values; one it refuses gives none.
+ *    labels are valid label keys and values; one it refuses gives none;
+ *  - the probe's verdict on the whole input as what a gateway answered
+ *    (bytes from the network, not NUL-terminated) is one of the three, an
+ *    answer is the same as itself exactly when it is an HTTP answer with a
+ *    head, and nothing reads past the input (ASan).
  */
 #include "fuzz_check.h"
 #include <stdint.h>
@@ -75,5 +79,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(strstr(big, "edge/door") != NULL);
     json_decref(route);
     free(text);
+
+    /* The answer exactly as read: a copy of its own size, so ASan sees any overread. */
+    char *answer = malloc(size ? size : 1);
+    if (!answer)
+        return 0;
+    memcpy(answer, data, size);
+    for (int m = 0; m < 8; m++) {
+        ctf_probe_verdict v = ctf_gateway_probe_verdict(answer, size, m & 1, m & 2, m & 4);
+        FUZZ_CHECK(v == CTF_PROBE_SERVED || v == CTF_PROBE_GATEWAY || v == CTF_PROBE_COMPARE);
+    }
+    int code = ctf_gateway_http_status(answer, size);
+    FUZZ_CHECK(code == 0 || (code >= 100 && code <= 599));
+    bool same = ctf_gateway_probe_same(answer, size, answer, size);
+    FUZZ_CHECK(!same || code != 0);
+    free(answer);
     return 0;
 }
