@@ -182,6 +182,11 @@ static kop_err setup_gateway(ctf_operator *op, const char *system_ns, const char
     if (!ctf_gateway_on(&op->instance))
         return KOP_OK;
     ctf_gateway_defaults(g);
+    if (!ctf_nonempty(g->probe_address))
+        kop_log(KOP_LOG_WARN,
+                "gateway mode without --gateway-probe-address: Running means the gateway "
+                "accepted the routes, and it may serve them a few seconds later",
+                KOP_LOG_STR("gateway_domain", g->domain));
     kop_err err = ctf_gateway_key_load(kop_manager_client(op->mgr), system_ns, secret, key,
                                        key_len, st);
     if (err)

@@ -33,6 +33,7 @@
 #include <curl/curl.h>
 
 #include <kop/common.h>
+#include <kop/log.h>
 
 #include "controller/probe.h"
 #include "core/gateway.h"
@@ -207,7 +208,13 @@ static bool served_host(const ctf_config *cfg, const char *host, bool http, prob
     const char *address = cfg->gateway.probe_address;
     char why[256], unrouted[CTF_HOST_SIZE];
     int port = gateway_port(cfg);
-    if (!probe_host(address, port, host, !http, r, why, sizeof why)) {
+    long t0 = now_ms();
+    bool up = probe_host(address, port, host, !http, r, why, sizeof why);
+    kop_log(KOP_LOG_DEBUG, "gateway probe", KOP_LOG_STR("host", host),
+            KOP_LOG_BOOL("session", up), KOP_LOG_INT("bytes", (long long)r->len),
+            KOP_LOG_BOOL("poked", r->poked), KOP_LOG_BOOL("closed", r->closed),
+            KOP_LOG_INT("ms", now_ms() - t0));
+    if (!up) {
         snprintf(msg, size, "waiting for the gateway to serve %s: %s", host, why);
         return false;
     }
