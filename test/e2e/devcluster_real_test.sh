@@ -298,6 +298,90 @@ code=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 20 --cacert "$DIR/gate
 [ "$code" = 404 ] || fail "an unknown Host answered $code, not 404"
 ok "https with Host w.$DOMAIN reaches the web pod ($web_flag); an unknown Host gets 404"
 
+log "the gateway: a pod that turns ready after its route was built (Traefik v3.6 and EndpointSlices)"
+# Traefik v3.6 ignores an EndpointSlice update that only flips an endpoint's
+# readiness (traefik/traefik#13405, fixed in v3.7): a route built while its pod
+# starts keeps "503 no available server" until some other event rebuilds the
+# configuration. With traefik.io/service.nativelb Traefik sends to the
+# ClusterIP instead, which the CTF operator's gateway mode asks for.
+k apply -f - >/dev/null <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: late, labels: {app: late}}
+spec:
+  selector: {matchLabels: {app: late}}
+  template:
+    metadata: {labels: {app: late}}
+    spec:
+      automountServiceAccountToken: false
+      securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
+      containers:
+      - name: web
+        image: registry.devcluster.test/kopc/ctf-webflag:$version
+        env: [{name: FLAG, value: "flag{e2e-gateway-late}"}]
+        ports: [{containerPort: 8080}]
+        readinessProbe: {tcpSocket: {port: 8080}, initialDelaySeconds: 12, periodSeconds: 1}
+        securityContext:
+          allowPrivilegeEscalation: false
+          readOnlyRootFilesystem: true
+          capabilities: {drop: [ALL]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: late}
+spec:
+  selector: {app: late}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: late-native, annotations: {traefik.io/service.nativelb: "true"}}
+spec:
+  selector: {app: late}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: late}
+spec:
+  parentRefs: [{name: ctf, namespace: kopc-gateway, sectionName: https}]
+  hostnames: [l.$DOMAIN]
+  rules: [{backendRefs: [{name: late, port: 80}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: late-native}
+spec:
+  parentRefs: [{name: ctf, namespace: kopc-gateway, sectionName: https}]
+  hostnames: [ln.$DOMAIN]
+  rules: [{backendRefs: [{name: late-native, port: 80}]}]
+EOF
+wait_for 60 "Traefik to accept the HTTPRoute late" accepted httproute late
+wait_for 60 "Traefik to accept the HTTPRoute late-native" accepted httproute late-native
+# code_of HOST: the status code of https://HOST/flag through the gateway.
+code_of() { curl -sS -o /dev/null -w '%{http_code}' --max-time 10 --cacert "$DIR/gateway/ca.crt" \
+    --resolve "$1:$gw_port:127.0.0.1" "https://$1:$gw_port/flag" 2>/dev/null || true; }
+before=$(code_of "l.$DOMAIN")
+k wait --for=condition=Ready pod -l app=late --timeout=120s >/dev/null || fail "the late pod never turned Ready"
+t_ready=$SECONDS
+native_serves() { [ "$(code_of "ln.$DOMAIN")" = 200 ]; }
+wait_for 30 "ln.$DOMAIN (nativelb) to serve once the pod is ready" native_serves
+# Let Traefik's own throttles (2 s each) pass, then look at the route without nativelb.
+until_s=$((SECONDS + 6))
+while [ $SECONDS -lt $until_s ]; do code_of "ln.$DOMAIN" >/dev/null; done
+stale=$(code_of "l.$DOMAIN")
+echo "late: $before while the pod started; $stale $((SECONDS - t_ready)) s after it was Ready (nativelb: 200)"
+# Any change Traefik watches rebuilds its configuration; then the route serves.
+k annotate svc late kopc.test/nudge=1 --overwrite >/dev/null
+plain_serves() { [ "$(code_of "l.$DOMAIN")" = 200 ]; }
+wait_for 30 "l.$DOMAIN to serve after a rebuild" plain_serves
+if [ "$stale" = 503 ]; then
+    ok "a route built before its pod was ready: with nativelb it serves once the pod is ready; without, Traefik still answered 503 6 s later (it missed the readiness change) and served only after an unrelated change rebuilt its configuration"
+else
+    ok "a route built before its pod was ready: with nativelb it serves once the pod is ready (without it answered $stale this time: another event rebuilt Traefik's configuration meanwhile)"
+fi
+k delete deploy/late svc/late svc/late-native httproute/late httproute/late-native --wait=false >/dev/null
+
 log "real failure modes"
 k run missing --image=registry.devcluster.test/kopc/not-there:1 >/dev/null
 k run crash --image=$BB -- -c 'echo bye; exit 3' >/dev/null
