@@ -213,7 +213,7 @@ static bool served_host(const ctf_config *cfg, const char *host, bool http, prob
     kop_log(KOP_LOG_DEBUG, "gateway probe", KOP_LOG_STR("host", host),
             KOP_LOG_BOOL("session", up), KOP_LOG_INT("bytes", (long long)r->len),
             KOP_LOG_BOOL("poked", r->poked), KOP_LOG_BOOL("closed", r->closed),
-            KOP_LOG_INT("ms", now_ms() - t0));
+            KOP_LOG_INT("ms", now_ms() - t0), KOP_LOG_STR("error", up ? "" : why));
     if (!up) {
         snprintf(msg, size, "waiting for the gateway to serve %s: %s", host, why);
         return false;
