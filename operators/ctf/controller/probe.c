@@ -17,7 +17,9 @@
  * reserved host CTF_GATEWAY_UNROUTED_LABEL.<domain> gets the same status
  * and body: a web challenge may 404 at "/" itself.
  *
- * Bounds: connect PROBE_CONNECT_MS, the whole exchange PROBE_TOTAL_MS, the
+ * Bounds: connect PROBE_CONNECT_MS, the whole exchange PROBE_TOTAL_MS (a TCP
+ * instance that stays silent after the request line: PROBE_SILENT_MS +
+ * PROBE_ANSWER_MS, as a gateway answers that line at once), the
  * answer read to PROBE_READ_MAX bytes; CTF_PROBE_MAX_IN_FLIGHT probes at once
  * (an atomic count: a worker that finds them taken does not wait, its
  * instance looks again in ctf_probe_retry_ms). A probe only runs for an
@@ -40,7 +42,8 @@
 
 #define PROBE_CONNECT_MS 1000
 #define PROBE_TOTAL_MS   2000
-#define PROBE_SILENT_MS  300
+#define PROBE_SILENT_MS  150
+#define PROBE_ANSWER_MS  1000
 #define PROBE_READ_MAX   4096
 
 static atomic_int in_flight;
@@ -169,6 +172,8 @@ static bool probe_host(const char *address, int port, const char *host, bool wai
                      "Connection: close\r\n\r\n",
                      host);
     r->poked = true;
+    if (wait_first && now_ms() + PROBE_ANSWER_MS < deadline)
+        deadline = now_ms() + PROBE_ANSWER_MS;
     if (n > 0 && (size_t)n < sizeof req && send_all(curl, req, (size_t)n, deadline))
         read_answer(curl, r, deadline, false);
     else
