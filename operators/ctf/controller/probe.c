@@ -19,14 +19,21 @@
  *
  * Bounds: connect PROBE_CONNECT_MS, the whole exchange PROBE_TOTAL_MS (a TCP
  * instance that stays silent after the request line: PROBE_SILENT_MS +
- * PROBE_ANSWER_MS, as a gateway answers that line at once), the
- * answer read to PROBE_READ_MAX bytes; CTF_PROBE_MAX_IN_FLIGHT probes at once
- * (an atomic count: a worker that finds them taken does not wait, its
- * instance looks again in ctf_probe_retry_ms). A probe only runs for an
- * instance that is not Running yet, so a Running CTF probes nothing.
+ * PROBE_ANSWER_MS, as a gateway answers that line at once), the answer read
+ * to PROBE_READ_MAX bytes.
+ *
+ * Off the workers: a reconcile never waits for a probe. It finds its host's
+ * slot in a table of CTF_PROBE_MAX_IN_FLIGHT (under a mutex): none, it takes
+ * a free one and starts a detached thread that probes and writes the result
+ * there; running, it looks again later; done, it takes the result. So at
+ * most CTF_PROBE_MAX_IN_FLIGHT probes (threads) run at once, each a few KiB
+ * of heap and a thread's stack for at most about 2 s, and an instance whose
+ * host finds no free slot looks again in ctf_probe_retry_ms. A probe only
+ * runs for an instance that is not Running yet, so a Running CTF probes
+ * nothing.
  */
 #include <poll.h>
-#include <stdatomic.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,8 +52,6 @@
 #define PROBE_SILENT_MS  150
 #define PROBE_ANSWER_MS  1000
 #define PROBE_READ_MAX   4096
-
-static atomic_int in_flight;
 
 /* probe_read: what one connection brought back. */
 typedef struct probe_read {
@@ -220,13 +225,16 @@ static bool served_host(const ctf_config *cfg, const char *host, bool http, prob
             KOP_LOG_BOOL("poked", r->poked), KOP_LOG_BOOL("closed", r->closed),
             KOP_LOG_INT("ms", now_ms() - t0), KOP_LOG_STR("error", up ? "" : why));
     if (!up) {
-        snprintf(msg, size, "waiting for the gateway to serve %s: %s", host, why);
+        if (snprintf(msg, size, "waiting for the gateway to serve %s: %s", host, why) >= (int)size)
+            msg[size - 1] = '\0'; /* cut: the message is for people */
         return false;
     }
     ctf_probe_verdict v = ctf_gateway_probe_verdict(r->buf, r->len, http, r->poked, r->closed);
     if (v == CTF_PROBE_COMPARE) {
-        snprintf(unrouted, sizeof unrouted, "%s.%s", CTF_GATEWAY_UNROUTED_LABEL,
-                 cfg->gateway.domain);
+        /* Too long a domain cuts the name: then no route matches it either, which is the point. */
+        if (snprintf(unrouted, sizeof unrouted, "%s.%s", CTF_GATEWAY_UNROUTED_LABEL,
+                     cfg->gateway.domain) >= (int)sizeof unrouted)
+            unrouted[sizeof unrouted - 1] = '\0';
         /* The instance's own 404 unless a host without a route gets the very same. */
         v = probe_host(address, port, unrouted, false, ref, why, sizeof why) &&
                     ctf_gateway_probe_same(r->buf, r->len, ref->buf, ref->len)
@@ -236,8 +244,170 @@ static bool served_host(const ctf_config *cfg, const char *host, bool http, prob
     if (v == CTF_PROBE_SERVED)
         return true;
     what_came(r, why, sizeof why);
-    snprintf(msg, size, "waiting for the gateway to serve %s: %s", host, why);
+    if (snprintf(msg, size, "waiting for the gateway to serve %s: %s", host, why) >= (int)size)
+        msg[size - 1] = '\0';
     return false;
+}
+
+/* ---- probes off the workers: a table of slots, one thread per probe ---- */
+
+/*
+ * probe_slot: one probe of one host, run by a thread of its own. A slot is
+ * free (!used), running (used, !done) or holding a result (used, done) that
+ * the next reconcile of its instance takes. A result nobody took within
+ * RESULT_KEEP_MS (the instance went away) is freed by whoever needs a slot.
+ */
+typedef struct probe_slot {
+    bool used, done, served;
+    long done_at; /* now_ms() when done */
+    char host[CTF_HOST_SIZE];
+    char msg[384];
+} probe_slot;
+
+#define RESULT_KEEP_MS 3000
+
+static pthread_mutex_t slots_mu = PTHREAD_MUTEX_INITIALIZER;
+static probe_slot slots[CTF_PROBE_MAX_IN_FLIGHT];
+
+/* probe_job: what a probe thread needs, owned by it (the reconcile's inputs are borrowed). */
+typedef struct probe_job {
+    int slot;
+    bool http;
+    char address[CTF_HOST_SIZE + 8];
+    char domain[CTF_HOST_SIZE];
+    char host[CTF_HOST_SIZE];
+    int port;
+    probe_read answers[2];
+} probe_job;
+
+static void *probe_thread(void *arg)
+{
+    probe_job *job = arg;
+    ctf_config cfg = {.gateway = {.domain = job->domain, .port = job->port,
+                                  .probe_address = job->address}};
+    char msg[384] = "";
+    bool served = served_host(&cfg, job->host, job->http, &job->answers[0], &job->answers[1],
+                              msg, sizeof msg);
+    pthread_mutex_lock(&slots_mu);
+    probe_slot *ps = &slots[job->slot];
+    ps->done = true;
+    ps->served = served;
+    ps->done_at = now_ms();
+    snprintf(ps->msg, sizeof ps->msg, "%s", msg);
+    pthread_mutex_unlock(&slots_mu);
+    free(job);
+    return NULL;
+}
+
+/* find_slot: the slot of host, or -1. Under slots_mu. */
+static int find_slot(const char *host)
+{
+    for (int i = 0; i < CTF_PROBE_MAX_IN_FLIGHT; i++)
+        if (slots[i].used && strcmp(slots[i].host, host) == 0)
+            return i;
+    return -1;
+}
+
+/* take_free_slot: a free slot (or one whose result went stale) marked running, or -1. */
+static int take_free_slot(const char *host, long now)
+{
+    for (int i = 0; i < CTF_PROBE_MAX_IN_FLIGHT; i++) {
+        probe_slot *ps = &slots[i];
+        if (ps->used && !(ps->done && now - ps->done_at > RESULT_KEEP_MS))
+            continue;
+        memset(ps, 0, sizeof *ps);
+        ps->used = true;
+        snprintf(ps->host, sizeof ps->host, "%s", host);
+        return i;
+    }
+    return -1;
+}
+
+/*
+ * start_probe starts a thread probing host into slot (taken by the caller);
+ * false (the slot freed) when the thread cannot be made.
+ */
+static bool start_probe(const ctf_config *cfg, const char *host, bool http, int slot)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    bool ok = false;
+    probe_job *job = calloc(1, sizeof *job);
+    if (job) {
+        job->slot = slot;
+        job->http = http;
+        job->port = gateway_port(cfg);
+        snprintf(job->address, sizeof job->address, "%s", cfg->gateway.probe_address);
+        snprintf(job->domain, sizeof job->domain, "%s", cfg->gateway.domain);
+        snprintf(job->host, sizeof job->host, "%s", host);
+        if (pthread_attr_init(&attr) == 0) {
+            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+            ok = pthread_create(&t, &attr, probe_thread, job) == 0;
+            pthread_attr_destroy(&attr);
+        }
+    }
+    if (!ok) {
+        free(job);
+        pthread_mutex_lock(&slots_mu);
+        slots[slot].used = false;
+        pthread_mutex_unlock(&slots_mu);
+    }
+    return ok;
+}
+
+/*
+ * host_state: for one host, take its result (served: kept until every host
+ * of the instance is served; not served: freed, msg says why), see it still
+ * running, or start its probe. CTF_PROBE_OK served, CTF_PROBE_NOT_YET
+ * running or not served, CTF_PROBE_BUSY no slot.
+ */
+static ctf_probe_outcome host_state(const ctf_config *cfg, const char *host, bool http, char *msg,
+                                    size_t size)
+{
+    long now = now_ms();
+    ctf_probe_outcome out = CTF_PROBE_NOT_YET;
+    bool start = false;
+    int slot;
+    pthread_mutex_lock(&slots_mu);
+    slot = find_slot(host);
+    if (slot >= 0 && slots[slot].done) {
+        probe_slot *ps = &slots[slot];
+        if (ps->served && now - ps->done_at <= RESULT_KEEP_MS) {
+            out = CTF_PROBE_OK;
+        } else {
+            /* Not served (or a result too old to trust): say why, probe again next time. */
+            snprintf(msg, size, "%s", ps->served ? "probing the gateway again" : ps->msg);
+            ps->used = false;
+        }
+    } else if (slot >= 0) {
+        snprintf(msg, size, "waiting for the gateway probe of %s", host);
+    } else if ((slot = take_free_slot(host, now)) >= 0) {
+        snprintf(msg, size, "waiting for the gateway probe of %s", host);
+        start = true;
+    } else {
+        snprintf(msg, size, "waiting for a turn to probe the gateway");
+        out = CTF_PROBE_BUSY;
+    }
+    pthread_mutex_unlock(&slots_mu);
+    if (start && !start_probe(cfg, host, http, slot))
+        snprintf(msg, size, "waiting for the gateway probe: cannot start a thread");
+    return out;
+}
+
+/* release_hosts frees the held results of eps's hosts (their instance is Running). */
+static void release_hosts(const json_t *eps)
+{
+    const json_t *e;
+    size_t i;
+    pthread_mutex_lock(&slots_mu);
+    json_array_foreach(eps, i, e)
+    {
+        const char *host = json_string_value(json_object_get(e, "host"));
+        int slot = host ? find_slot(host) : -1;
+        if (slot >= 0 && slots[slot].done)
+            slots[slot].used = false;
+    }
+    pthread_mutex_unlock(&slots_mu);
 }
 
 ctf_probe_outcome ctf_gateway_served(const ctf_config *cfg, const json_t *eps, char *msg,
@@ -245,42 +415,31 @@ ctf_probe_outcome ctf_gateway_served(const ctf_config *cfg, const json_t *eps, c
 {
     const json_t *e;
     size_t i;
-    probe_read *bufs = NULL;
     ctf_probe_outcome out = CTF_PROBE_OK;
     if (!cfg->gateway.probe_address || !cfg->gateway.probe_address[0])
         return CTF_PROBE_OFF;
-    if (atomic_fetch_add(&in_flight, 1) >= CTF_PROBE_MAX_IN_FLIGHT) {
-        snprintf(msg, size, "waiting for a turn to probe the gateway");
-        out = CTF_PROBE_BUSY;
-        goto out;
-    }
-    /* Two answers of PROBE_READ_MAX: on the heap, a worker's stack is not ours to spend. */
-    if (!(bufs = calloc(2, sizeof *bufs))) {
-        snprintf(msg, size, "waiting for the gateway probe: out of memory");
-        out = CTF_PROBE_NOT_YET;
-        goto out;
-    }
     json_array_foreach(eps, i, e)
     {
         const char *host = json_string_value(json_object_get(e, "host"));
         bool http = kop_streq(json_string_value(json_object_get(e, "type")), "HTTP");
+        char why[384];
         if (!host)
             continue;
-        if (!served_host(cfg, host, http, &bufs[0], &bufs[1], msg, size)) {
-            out = CTF_PROBE_NOT_YET;
-            break;
+        ctf_probe_outcome h = host_state(cfg, host, http, why, sizeof why);
+        if (h != CTF_PROBE_OK && out == CTF_PROBE_OK) {
+            snprintf(msg, size, "%s", why); /* the first host not served says why */
+            out = h;
         }
     }
-out:
-    free(bufs);
-    atomic_fetch_sub(&in_flight, 1);
+    if (out == CTF_PROBE_OK)
+        release_hosts(eps);
     return out;
 }
 
 long ctf_probe_retry_ms(double age_ms)
 {
     if (age_ms < 30 * 1000.0)
-        return 300;
+        return 200;
     if (age_ms < 5 * 60 * 1000.0)
         return 1000;
     return 3000;

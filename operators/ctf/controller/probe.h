@@ -17,33 +17,36 @@
 
 #include "core/names.h"
 
-/* At most this many probes run at once across the operator's workers (4): the others wait. */
-#define CTF_PROBE_MAX_IN_FLIGHT 2
+/* At most this many probes (each a thread of its own) run at once; other hosts wait a turn. */
+#define CTF_PROBE_MAX_IN_FLIGHT 16
 
 /* ctf_probe_outcome: what ctf_gateway_served found. */
 typedef enum ctf_probe_outcome {
     CTF_PROBE_OFF,     /* no probe address: Running waits for Accepted only */
     CTF_PROBE_OK,      /* every host answered with its instance's bytes */
-    CTF_PROBE_NOT_YET, /* a host got the gateway's own answer, or the gateway none: msg says */
+    CTF_PROBE_NOT_YET, /* a host's probe runs, or it got the gateway's own answer: msg says */
     CTF_PROBE_BUSY,    /* CTF_PROBE_MAX_IN_FLIGHT probes run already: look again soon */
 } ctf_probe_outcome;
 
 /*
- * ctf_gateway_served probes each entry of eps (status.endpoints of the
- * gateway mode: {type, host, ...}) through the gateway at
- * cfg->gateway.probe_address, one connection per host (two when the answer
- * is a 404 to compare with a host without a route), each bounded by about
- * 2 s. CTF_PROBE_NOT_YET stops at the first host not served and writes into
- * msg (size bytes) which host and what it got. Blocking: call it from a
- * reconcile worker. Borrowed inputs; nothing kept.
+ * ctf_gateway_served tells whether each entry of eps (status.endpoints of
+ * the gateway mode: {type, host, ...}) is served through the gateway at
+ * cfg->gateway.probe_address, from probes run off the caller's thread: one
+ * connection per host (two when the answer is a 404 to compare with a host
+ * without a route), each bounded by about 2 s. Does not block: a host
+ * without a result gets its probe started (or waits a turn: CTF_PROBE_BUSY)
+ * and the call answers CTF_PROBE_NOT_YET; call again later (the result of a
+ * finished probe waits for the next call, a served one up to 3 s). msg (size
+ * bytes) says what the first host not served waits for or got. CTF_PROBE_OK
+ * once every host's probe found it served. Borrowed inputs; copies kept.
  */
 ctf_probe_outcome ctf_gateway_served(const ctf_config *cfg, const json_t *eps, char *msg,
                                      size_t size);
 
 /*
- * ctf_probe_retry_ms: how long to wait before probing again an instance
- * whose Challenge is age_ms old: 300 ms in its first 30 s (the gateway
- * usually serves within 3 s of Accepted), 1 s until 5 min, then 3 s.
+ * ctf_probe_retry_ms: how long to wait before looking again at the probe of
+ * an instance whose Challenge is age_ms old: 200 ms in its first 30 s (the
+ * gateway usually serves within 3 s of Accepted), 1 s until 5 min, then 3 s.
  */
 long ctf_probe_retry_ms(double age_ms);
 
