@@ -299,11 +299,13 @@ code=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 20 --cacert "$DIR/gate
 ok "https with Host w.$DOMAIN reaches the web pod ($web_flag); an unknown Host gets 404"
 
 log "the gateway: a pod that turns ready after its route was built (Traefik v3.6 and EndpointSlices)"
-# Traefik v3.6 ignores an EndpointSlice update that only flips an endpoint's
-# readiness (traefik/traefik#13405, fixed in v3.7): a route built while its pod
-# starts keeps "503 no available server" until some other event rebuilds the
-# configuration. With traefik.io/service.nativelb Traefik sends to the
-# ClusterIP instead, which the CTF operator's gateway mode asks for.
+# The first real-node run of the CTF operator's gateway mode met "503 no
+# available server" for 20 s from a web instance just Accepted. Reading Traefik
+# v3.6's source suggested it drops EndpointSlice updates that only flip
+# readiness (traefik/traefik#13405); this checks that a route built while its
+# pod starts serves once the pod is ready, with Traefik tracking the endpoints
+# and with traefik.io/service.nativelb (the ClusterIP). It does, both: that
+# hypothesis is not what happened (docs/devcluster.md).
 k apply -f - >/dev/null <<EOF
 apiVersion: apps/v1
 kind: Deployment
@@ -364,22 +366,13 @@ code_of() { curl -sS -o /dev/null -w '%{http_code}' --max-time 10 --cacert "$DIR
 before=$(code_of "l.$DOMAIN")
 k wait --for=condition=Ready pod -l app=late --timeout=120s >/dev/null || fail "the late pod never turned Ready"
 t_ready=$SECONDS
-native_serves() { [ "$(code_of "ln.$DOMAIN")" = 200 ]; }
-wait_for 30 "ln.$DOMAIN (nativelb) to serve once the pod is ready" native_serves
-# Let Traefik's own throttles (2 s each) pass, then look at the route without nativelb.
-until_s=$((SECONDS + 6))
-while [ $SECONDS -lt $until_s ]; do code_of "ln.$DOMAIN" >/dev/null; done
-stale=$(code_of "l.$DOMAIN")
-echo "late: $before while the pod started; $stale $((SECONDS - t_ready)) s after it was Ready (nativelb: 200)"
-# Any change Traefik watches rebuilds its configuration; then the route serves.
-k annotate svc late kopc.test/nudge=1 --overwrite >/dev/null
 plain_serves() { [ "$(code_of "l.$DOMAIN")" = 200 ]; }
-wait_for 30 "l.$DOMAIN to serve after a rebuild" plain_serves
-if [ "$stale" = 503 ]; then
-    ok "a route built before its pod was ready: with nativelb it serves once the pod is ready; without, Traefik still answered 503 6 s later (it missed the readiness change) and served only after an unrelated change rebuilt its configuration"
-else
-    ok "a route built before its pod was ready: with nativelb it serves once the pod is ready (without it answered $stale this time: another event rebuilt Traefik's configuration meanwhile)"
-fi
+native_serves() { [ "$(code_of "ln.$DOMAIN")" = 200 ]; }
+wait_for 30 "l.$DOMAIN to serve once the pod is ready" plain_serves
+t_plain=$((SECONDS - t_ready))
+wait_for 30 "ln.$DOMAIN (nativelb) to serve once the pod is ready" native_serves
+echo "late: $before while the pod started; 200 ${t_plain} s after it was Ready (nativelb: $((SECONDS - t_ready)) s)"
+ok "a route built before its pod was ready serves once the pod is ready: Traefik v3.6 saw the readiness change (${t_plain} s), as with nativelb"
 k delete deploy/late svc/late svc/late-native httproute/late httproute/late-native --wait=false >/dev/null
 
 log "real failure modes"

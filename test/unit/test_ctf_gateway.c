@@ -73,12 +73,7 @@ static void test_children(void **state)
         if (strcmp(kind, "Service") == 0)
             assert_string_equal(json_string_value(at(o, "spec.type")), "ClusterIP");
     }
-    /* An exposed Service asks Traefik for its ClusterIP (Traefik < 3.7 misses a pod turning
-     * ready: core/instance.c); the pods' own Services are not routed to and stay bare. */
-    assert_string_equal(json_string_value(json_object_get(
-                            at(find(kids, "Service", "admin"), "metadata.annotations"),
-                            CTF_ANNOTATION_TRAEFIK_NATIVE_LB)),
-                        "true");
+
     json_t *hard = at(find(kids, "ResourceQuota", "instance"), "spec.hard");
     assert_string_equal(json_string_value(json_object_get(hard, "services.nodeports")), "0");
 
@@ -131,7 +126,6 @@ static void test_children(void **state)
     assert_string_equal(json_string_value(at(find(kids, "Service", "admin"), "spec.type")),
                         "NodePort");
     assert_null(at(find(kids, "NetworkPolicy", "allow-exposed-web"), "spec.ingress.0.from"));
-    assert_null(at(find(kids, "Service", "admin"), "metadata.annotations"));
     json_decref(kids);
 
     /* The defaults: Gateway kopc-gateway/ctf, its own namespace's pods, every one of them. */

@@ -43,9 +43,6 @@
 #define CTF_KIND_TLSROUTE      "TLSRoute"
 #define CTF_KIND_HTTPROUTE     "HTTPRoute"
 
-/* On an exposed Service in the gateway mode: Traefik sends to its ClusterIP (core/instance.c). */
-#define CTF_ANNOTATION_TRAEFIK_NATIVE_LB "traefik.io/service.nativelb"
-
 /* Defaults of ctf_gateway's fields: the Gateway the devcluster makes (docs/devcluster.md). */
 #define CTF_GATEWAY_DEFAULT_NAMESPACE "kopc-gateway"
 #define CTF_GATEWAY_DEFAULT_NAME      "ctf"

@@ -301,22 +301,7 @@ static json_t *service_object(const struct inst *in, const json_t *expose)
         use_ingress(in, expose) || gateway(in) ? "ClusterIP" : "NodePort", "selector", CTF_LABEL_POD,
         json_string_value(json_object_get(expose, "pod")), "ports", "name", port_name, "protocol",
         "TCP", "port", port, "targetPort", port);
-    json_t *md = meta(in, name, NULL);
-    /*
-     * In the gateway mode, Traefik is asked to send to the Service's ClusterIP
-     * (kube-proxy picks a ready pod) rather than to the pod addresses it
-     * tracks itself: Traefik before v3.7 ignores an EndpointSlice update that
-     * only turns an endpoint ready (traefik/traefik#13405), so a route
-     * written before its pod was ready answered 503 until some unrelated
-     * event rebuilt its configuration. Other gateways ignore the annotation.
-     */
-    if (md && gateway(in) &&
-        json_object_set_new(md, "annotations",
-                            json_pack("{s:s}", CTF_ANNOTATION_TRAEFIK_NATIVE_LB, "true")) != 0) {
-        json_decref(md);
-        md = NULL;
-    }
-    return object("v1", "Service", md, "spec", spec);
+    return object("v1", "Service", meta(in, name, NULL), "spec", spec);
 }
 
 /* exposure_named reports whether an exposure of the definition is called name. */
