@@ -47,6 +47,7 @@ static SSL_CTX *server_ctx;
 static int listen_fd = -1;
 static int server_port;
 static pthread_t server_thread;
+static int connections; /* accepted by the test's gateway (its thread only writes it) */
 
 /* alpn_h2_first: the server's choice, h2 when the client offers it (as Traefik's). */
 static int alpn_h2_first(SSL *ssl, const unsigned char **out, unsigned char *outlen,
@@ -155,6 +156,7 @@ static void *server_main(void *arg)
         int fd = accept(listen_fd, NULL, NULL);
         if (fd < 0)
             return NULL; /* the listener was shut down */
+        __atomic_add_fetch(&connections, 1, __ATOMIC_SEQ_CST);
         serve_one(fd);
     }
 }
@@ -245,6 +247,32 @@ static void test_http(void **state)
     assert_non_null(strstr(msg, "HTTP 404"));
 }
 
+/*
+ * A reconcile that comes back at once (every status write is an event) must
+ * neither probe at once again nor see its message change from one probe to
+ * the next: that was a loop of about 70 probes a second in a real run.
+ */
+static void test_no_hot_loop(void **state)
+{
+    char msg[512], first[512] = "";
+    char address[64];
+    (void)state;
+    snprintf(address, sizeof address, "127.0.0.1:%d", server_port);
+    ctf_config cfg = {.gateway = {.domain = "d.test", .port = 443, .probe_address = address}};
+    json_t *eps = json_pack("[{s:s, s:s}]", "type", "TCP", "host", "close.d.test");
+    assert_int_equal(served_soon(&cfg, eps, first, sizeof first), CTF_PROBE_NOT_YET);
+    assert_non_null(strstr(first, "closed"));
+    int before = __atomic_load_n(&connections, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < 100; i++) { /* 1 s of reconciles 10 ms apart */
+        assert_int_equal(ctf_gateway_served(&cfg, eps, msg, sizeof msg), CTF_PROBE_NOT_YET);
+        assert_string_equal(msg, first);
+        usleep(10 * 1000);
+    }
+    int probes = __atomic_load_n(&connections, __ATOMIC_SEQ_CST) - before;
+    assert_true(probes >= 2 && probes <= 7); /* one per 200 ms at most */
+    json_decref(eps);
+}
+
 static void test_no_gateway(void **state)
 {
     char msg[512];
@@ -282,6 +310,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tcp),
         cmocka_unit_test(test_http),
+        cmocka_unit_test(test_no_hot_loop),
         cmocka_unit_test(test_no_gateway),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -265,6 +265,7 @@ typedef struct probe_slot {
 } probe_slot;
 
 #define RESULT_KEEP_MS 3000
+#define PROBE_GAP_MS   200
 
 static pthread_mutex_t slots_mu = PTHREAD_MUTEX_INITIALIZER;
 static probe_slot slots[CTF_PROBE_MAX_IN_FLIGHT];
@@ -357,9 +358,13 @@ static bool start_probe(const ctf_config *cfg, const char *host, bool http, int 
 
 /*
  * host_state: for one host, take its result (served: kept until every host
- * of the instance is served; not served: freed, msg says why), see it still
- * running, or start its probe. CTF_PROBE_OK served, CTF_PROBE_NOT_YET
- * running or not served, CTF_PROBE_BUSY no slot.
+ * of the instance is served), see its probe running, or start one (again).
+ * A host keeps its slot while its instance waits, and with it the message of
+ * its last answer: the message a reconcile reports stays the same from one
+ * probe to the next until the answer changes, so the Challenge's status is
+ * not rewritten (an event, a reconcile, a probe: a loop) at every probe. A
+ * host is probed again PROBE_GAP_MS after its last answer at the soonest.
+ * CTF_PROBE_OK served, CTF_PROBE_NOT_YET not (yet), CTF_PROBE_BUSY no slot.
  */
 static ctf_probe_outcome host_state(const ctf_config *cfg, const char *host, bool http, char *msg,
                                     size_t size)
@@ -370,17 +375,20 @@ static ctf_probe_outcome host_state(const ctf_config *cfg, const char *host, boo
     int slot;
     pthread_mutex_lock(&slots_mu);
     slot = find_slot(host);
-    if (slot >= 0 && slots[slot].done) {
+    if (slot >= 0) {
         probe_slot *ps = &slots[slot];
-        if (ps->served && now - ps->done_at <= RESULT_KEEP_MS) {
+        if (ps->done && ps->served && now - ps->done_at <= RESULT_KEEP_MS) {
             out = CTF_PROBE_OK;
-        } else {
-            /* Not served (or a result too old to trust): say why, probe again next time. */
-            snprintf(msg, size, "%s", ps->served ? "probing the gateway again" : ps->msg);
-            ps->used = false;
+        } else if (ps->done && now - ps->done_at >= PROBE_GAP_MS) {
+            ps->done = false; /* again, in the same slot, keeping the last answer's message */
+            start = true;
         }
-    } else if (slot >= 0) {
-        snprintf(msg, size, "waiting for the gateway probe of %s", host);
+        if (out != CTF_PROBE_OK) {
+            if (ps->msg[0] && !ps->served)
+                snprintf(msg, size, "%s", ps->msg);
+            else
+                snprintf(msg, size, "waiting for the gateway probe of %s", host);
+        }
     } else if ((slot = take_free_slot(host, now)) >= 0) {
         snprintf(msg, size, "waiting for the gateway probe of %s", host);
         start = true;
