@@ -83,7 +83,8 @@ wait_for 120 "Traefik to program the Gateway" programmed
 PORT=$(free_port)
 API_PORT=$(free_port)
 "$OPERATOR" --kubeconfig "$WORK/operator.kubeconfig" --metrics-bind "127.0.0.1:$PORT" \
-    --api-bind "127.0.0.1:$API_PORT" --gateway-domain "$DOMAIN" >"$WORK/op.log" 2>&1 &
+    --api-bind "127.0.0.1:$API_PORT" --gateway-domain "$DOMAIN" --max-instances $((N + 10)) \
+    --max-instances-per-team 3 >"$WORK/op.log" 2>&1 &
 op_pid=$!
 wait_for 60 "the operator ready" curl -sf "http://127.0.0.1:$PORT/readyz"
 
