@@ -11,6 +11,8 @@
  */
 #include <errno.h>
 #include <limits.h>
+
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,21 @@ static const char usage_text[] =
     "  --ingress-domain DOMAIN      HTTP exposures get <expose>-<namespace>.DOMAIN (default: "
     "NodePort)\n"
     "  --node-address HOST          host shown in NodePort endpoints (default 127.0.0.1)\n"
+    "  --gateway-domain DOMAIN      the gateway mode: every exposure is reached through a\n"
+    "                               Gateway API gateway at <id>.DOMAIN (TLS, by SNI or Host),\n"
+    "                               no NodePort (default: off; not with --ingress-domain)\n"
+    "  --gateway NS/NAME            the Gateway the routes attach to (default kopc-gateway/ctf)\n"
+    "  --gateway-tls-listener NAME  its TLS Terminate listener, for TCP (default tls)\n"
+    "  --gateway-https-listener NAME its HTTPS listener, for HTTP (default https)\n"
+    "  --gateway-port N             the port participants connect to (default 443)\n"
+    "  --gateway-pod-namespace NS   where the gateway's pods run: the only source the\n"
+    "                               exposed ports admit (default: the Gateway's namespace)\n"
+    "  --gateway-pod-selector K=V,.. those pods' labels (default: every pod of that namespace)\n"
+    "  --gateway-probe-address HOST:PORT where the operator reaches the gateway to check, TLS\n"
+    "                               with each host's SNI, that an instance is served before it\n"
+    "                               is Running (default: none; Running waits for Accepted)\n"
+    "  --gateway-key-secret NAME    the Secret (system namespace) of the host key, made when\n"
+    "                               absent (default ctf-gateway-host-key)\n"
     "  --system-namespace NS        where the Lease and the API's token Secrets live\n"
     "                               (default kopc-system)\n"
     "  --api-bind ADDR              the instance API and page (default 127.0.0.1:8080; 0: off)\n"
@@ -52,10 +69,29 @@ static bool parse_int(const char *v, int *out)
     return true;
 }
 
+/* parse_gateway splits "NS/NAME" into g's namespace and name, in place in v. */
+static bool parse_gateway(char *v, ctf_gateway *g)
+{
+    char *slash = strchr(v, '/');
+    if (!slash || slash == v || !slash[1] || strchr(slash + 1, '/'))
+        return false;
+    *slash = '\0';
+    g->namespace = v;
+    g->name = slash + 1;
+    return true;
+}
+
+/* parse_port reads a TCP port. */
+static bool parse_port(const char *v, int *out)
+{
+    return parse_int(v, out) && *out <= 65535;
+}
+
 /* parse_args fills the manager's and the operator's settings. */
 static int parse_args(int argc, char **argv, kop_manager_opts *mo, ctf_operator *op,
-                      ctf_api_opts *ao)
+                      ctf_api_opts *ao, const char **key_secret)
 {
+    ctf_gateway *g = &op->instance.gateway;
     kop_status st;
     for (int i = 1; i < argc;) {
         int r = kop_manager_parse_flag(mo, argc, argv, &i, &st);
@@ -82,6 +118,24 @@ static int parse_args(int argc, char **argv, kop_manager_opts *mo, ctf_operator 
             op->instance.ingress_domain = v;
         else if (ok && strcmp(flag, "--node-address") == 0)
             op->instance.node_address = v;
+        else if (ok && strcmp(flag, "--gateway-domain") == 0)
+            g->domain = v;
+        else if (ok && strcmp(flag, "--gateway") == 0)
+            ok = parse_gateway(argv[i + 1], g);
+        else if (ok && strcmp(flag, "--gateway-tls-listener") == 0)
+            g->tls_listener = v;
+        else if (ok && strcmp(flag, "--gateway-https-listener") == 0)
+            g->https_listener = v;
+        else if (ok && strcmp(flag, "--gateway-port") == 0)
+            ok = parse_port(v, &g->port);
+        else if (ok && strcmp(flag, "--gateway-pod-namespace") == 0)
+            g->pod_namespace = v;
+        else if (ok && strcmp(flag, "--gateway-pod-selector") == 0)
+            g->pod_selector = v;
+        else if (ok && strcmp(flag, "--gateway-probe-address") == 0)
+            g->probe_address = v;
+        else if (ok && strcmp(flag, "--gateway-key-secret") == 0)
+            ok = kop_meta_is_valid_dns1123_subdomain(*key_secret = v);
         else if (ok && strcmp(flag, "--system-namespace") == 0)
             mo->leader_election_namespace = ao->system_namespace = v;
         else if (ok && strcmp(flag, "--api-bind") == 0)
@@ -109,7 +163,37 @@ static int parse_args(int argc, char **argv, kop_manager_opts *mo, ctf_operator 
         }
         i += 2;
     }
+    if (ctf_nonempty(g->domain) && ctf_nonempty(op->instance.ingress_domain)) {
+        fprintf(stderr, "ctf-operator: --gateway-domain and --ingress-domain exclude each other: "
+                        "the gateway serves HTTP exposures too\n");
+        return -1;
+    }
     return 0;
+}
+
+/*
+ * setup_gateway: in the gateway mode, the host key is read (made when
+ * absent, controller/gateway.c) into *key (owned) and the settings checked.
+ */
+static kop_err setup_gateway(ctf_operator *op, const char *system_ns, const char *secret,
+                             unsigned char **key, size_t *key_len, kop_status *st)
+{
+    ctf_gateway *g = &op->instance.gateway;
+    if (!ctf_gateway_on(&op->instance))
+        return KOP_OK;
+    ctf_gateway_defaults(g);
+    if (!ctf_nonempty(g->probe_address))
+        kop_log(KOP_LOG_WARN,
+                "gateway mode without --gateway-probe-address: Running means the gateway "
+                "accepted the routes, and it may serve them a few seconds later",
+                KOP_LOG_STR("gateway_domain", g->domain));
+    kop_err err = ctf_gateway_key_load(kop_manager_client(op->mgr), system_ns, secret, key,
+                                       key_len, st);
+    if (err)
+        return err;
+    g->key = *key;
+    g->key_len = *key_len;
+    return ctf_gateway_check(&op->instance, st);
 }
 
 int main(int argc, char **argv)
@@ -134,13 +218,19 @@ int main(int argc, char **argv)
         .max_streams = 2048,
     };
     ctf_api *api = NULL;
+    const char *key_secret = CTF_GATEWAY_KEY_SECRET;
+    unsigned char *gateway_key = NULL;
+    size_t gateway_key_len = 0;
     kop_status st;
     kop_err err;
 
     kop_status_clear(&st);
-    if (parse_args(argc, argv, &mo, &op, &ao))
+    if (parse_args(argc, argv, &mo, &op, &ao, &key_secret))
         return 2;
     err = kop_manager_new(&mo, &op.mgr, &st);
+    if (!err)
+        err = setup_gateway(&op, ao.system_namespace, key_secret, &gateway_key, &gateway_key_len,
+                            &st);
     if (!err && op.install_crds)
         err = ctf_install_crds(kop_manager_client(op.mgr), &st);
     if (!err)
@@ -160,7 +250,9 @@ int main(int argc, char **argv)
                 KOP_LOG_STR("namespace", op.watch_namespace ? op.watch_namespace : "(all)"),
                 KOP_LOG_INT("max_per_team", op.max_per_team),
                 KOP_LOG_INT("max_instances", op.max_instances),
-                KOP_LOG_STR("ingress_domain", op.instance.ingress_domain));
+                KOP_LOG_STR("ingress_domain", op.instance.ingress_domain),
+                KOP_LOG_STR("gateway_domain", op.instance.gateway.domain),
+                KOP_LOG_STR("gateway", op.instance.gateway.name));
         err = kop_manager_run(op.mgr, &st);
     }
     if (err)
@@ -174,6 +266,10 @@ int main(int argc, char **argv)
     ctf_applied_free(op.applied);
     ctf_rollout_free(op.rollout);
     ctf_pool_free(op.pool);
+    if (gateway_key) {
+        OPENSSL_cleanse(gateway_key, gateway_key_len);
+        free(gateway_key);
+    }
     ctf_webhook_free(op.webhook);
     return err ? 1 : 0;
 }

@@ -11,6 +11,11 @@
 # ADMIN_TOKEN, TEAM_TOKENS (JSON team -> token), KUBECTL, KUBECONFIG, OP_LOG
 # (the operator's log) and PASSED_FILE; and OP_PID.
 #
+# With GATEWAY_DOMAIN set, the devcluster runs the gateway (--gateway-domain:
+# Traefik on the real node, reached at 127.0.0.1:GATEWAY_PORT) and the
+# operator its gateway mode for that domain, its endpoints showing
+# GATEWAY_PORT; GATEWAY_PORT and GATEWAY_CA (the CA to trust) are exported.
+#
 # Env: DEVCLUSTER, KUBECTL, OPERATOR (binaries), SRC (repo root), KOP_TEST_TMP.
 
 # shellcheck source=lib.sh
@@ -47,6 +52,12 @@ start_real_operator() {
     local cmd=("$OPERATOR" --kubeconfig "$WORK/operator.kubeconfig" --metrics-bind "127.0.0.1:$METRICS_PORT"
         --api-bind "127.0.0.1:$API_PORT" --node-address "$NODE_IP" --api-heartbeat 1
         --max-instances-per-team "$MAX_PER_TEAM" -v 1)
+    if [ -n "${GATEWAY_DOMAIN:-}" ]; then
+        cmd+=(--gateway-domain "$GATEWAY_DOMAIN" --gateway-port "$GATEWAY_PORT")
+        # Running waits until the gateway serves the host (controller/probe.h);
+        # GATEWAY_PROBE=0 runs without, to see what Accepted alone gives.
+        [ "${GATEWAY_PROBE:-1}" = 0 ] || cmd+=(--gateway-probe-address "127.0.0.1:$GATEWAY_PORT")
+    fi
     printf '%s\n' "${cmd[@]}" >"$WORK/op.cmd"
     "${cmd[@]}" >>"$WORK/op.log" 2>&1 &
     OP_PID=$!
@@ -71,7 +82,15 @@ stop_real_operator() {
 }
 
 real_ctf_up() {
-    "$DEVCLUSTER" start --dir "$DIR" --nodes 0 --real-nodes 1 >/dev/null || fail "devcluster start --real-nodes 1"
+    local gw=()
+    [ -z "${GATEWAY_DOMAIN:-}" ] || gw=(--gateway-domain "$GATEWAY_DOMAIN")
+    "$DEVCLUSTER" start --dir "$DIR" --nodes 0 --real-nodes 1 "${gw[@]}" >/dev/null ||
+        fail "devcluster start --real-nodes 1 ${gw[*]}"
+    if [ -n "${GATEWAY_DOMAIN:-}" ]; then
+        GATEWAY_PORT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["gatewayPort"])' "$DIR/devcluster.json")
+        GATEWAY_CA=$DIR/gateway/ca.crt
+        export GATEWAY_DOMAIN GATEWAY_PORT GATEWAY_CA
+    fi
     NODE_IP=$(k get node real-node-0 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
     "$SRC/tools/images.sh" "$DIR" greeter webflag >/dev/null || fail "tools/images.sh"
     ctf_rbac_and_samples

@@ -3,7 +3,8 @@
 through the instance API and checked by connecting to them.
 
 Run by ctf_real_test.sh (scenario "lifecycle"), ctf_isolation_test.sh
-(scenario "isolation") and ctf_pool_test.sh (scenario "pool"), which set up the cluster and the operator
+(scenario "isolation"), ctf_pool_test.sh (scenario "pool") and
+ctf_gateway_real_test.sh (scenario "gateway"), which set up the cluster and the operator
 (ctf_real_lib.sh) and pass, in the environment: API, METRICS, ADMIN_TOKEN,
 TEAM_TOKENS (JSON), NODE_IP, KUBECTL, KUBECONFIG, OP_LOG, PASSED_FILE.
 
@@ -761,11 +762,285 @@ def _alive(pid):
         return False
 
 
+# ---- the gateway mode ---------------------------------------------------------
+
+def gw_connect(host, timeout=3):
+    """A TLS connection to the gateway (127.0.0.1:GATEWAY_PORT) with SNI host,
+    its certificate checked against the devcluster's gateway CA."""
+    import ssl
+    ctx = ssl.create_default_context(cafile=os.environ["GATEWAY_CA"])
+    raw = socket.create_connection(("127.0.0.1", int(os.environ["GATEWAY_PORT"])), timeout=timeout)
+    try:
+        s = ctx.wrap_socket(raw, server_hostname=host)
+    except Exception:
+        raw.close()
+        raise
+    s.settimeout(timeout)
+    return s
+
+
+def gw_greeting(host, timeout=3):
+    """The first line an instance sends through the gateway to SNI host, or
+    None when the gateway refuses the handshake or closes without a line."""
+    try:
+        with gw_connect(host, timeout) as s:
+            data = b""
+            while b"\n" not in data:
+                chunk = s.recv(512)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError:
+        return None
+    line = data.decode(errors="replace").split("\n", 1)[0]
+    return line or None
+
+
+def gw_https(host, path, timeout=5):
+    """GET https://host/path through the gateway: (status, body), or None."""
+    try:
+        with gw_connect(host, timeout) as s:
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+            data = b""
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError:
+        return None
+    head, _, body = data.partition(b"\r\n\r\n")
+    try:
+        status = int(head.split(b" ", 2)[1])
+    except (IndexError, ValueError):
+        return None
+    if b"chunked" in head.lower():
+        out, rest = b"", body
+        while rest:
+            size_line, _, rest = rest.partition(b"\r\n")
+            n = int(size_line.split(b";")[0] or b"0", 16)
+            if n == 0:
+                break
+            out, rest = out + rest[:n], rest[n + 2:]
+        body = out
+    return status, body.decode(errors="replace")
+
+
+def gw_endpoint(inst, name=None):
+    for e in inst["endpoints"]:
+        if name is None or e["name"] == name:
+            return e
+    raise Fail(f"no endpoint {name} in {inst['endpoints']}")
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+PROBING = os.environ.get("GATEWAY_PROBE", "1") != "0"
+
+
+def served_at_running(what, got):
+    """Running must mean served: the first connection made once Running is seen is
+    the instance's. With the operator's probe off (GATEWAY_PROBE=0) only noted."""
+    if PROBING:
+        check(got, f"{what} was Running but the first connection got {got!r} from the gateway")
+    elif not got:
+        log(f"(no probe) {what}: Running, and the first connection was not served")
+    return got
+
+
+def gw_first_greeting(host, timeout=3, want="Your flag"):
+    """The greeting of one connection made now if it holds want, or None (no retry). A request
+    line goes right after the handshake, so that a gateway that has not applied
+    the route yet answers at once (Traefik's HTTP handler: 404) instead of
+    waiting for the timeout; an instance that greets first greets first."""
+    try:
+        with gw_connect(host, timeout) as s:
+            s.sendall(f"GET / HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+            data = b""
+            while b"\n" not in data:
+                chunk = s.recv(512)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError:
+        return None
+    line = data.decode(errors="replace").split("\n", 1)[0]
+    return line if want in line else None
+
+
+def scenario_gateway():
+    domain = os.environ["GATEWAY_DOMAIN"]
+    port = int(os.environ["GATEWAY_PORT"])
+    host_re = re.compile(r"^[a-z2-7]{16}\." + re.escape(domain) + "$")
+
+    log("team A reaches its TCP instance through the gateway, by TLS and its SNI")
+    t_put = time.monotonic()
+    start("team-a", "nc")
+    start("team-b", "nc")
+    a = running("team-a", "nc")
+    t_running = time.monotonic()
+    ea = gw_endpoint(a)
+    host_a = ea["host"]
+    served_at_running(f"team-a's nc at {host_a}", gw_first_greeting(host_a))
+    check(host_re.match(host_a), f"team-a's host {host_a!r} is not <16 base32>.{domain}")
+    check(ea["port"] == port and ea["address"] == f"{host_a}:{port}", f"team-a's endpoint {ea}")
+    line = wait(20, f"a greeting through the gateway for {host_a}", lambda: gw_greeting(host_a), every=0.1)
+    t_answer = time.monotonic()
+    flag_a = flag_of(line)
+    check(flag_a == expected_flag("nc", "team-a"), f"team-a read {flag_a}, not its own flag")
+    b = running("team-b", "nc")
+    host_b = gw_endpoint(b)["host"]
+    served_at_running(f"team-b's nc at {host_b}", gw_first_greeting(host_b))
+    check(host_b != host_a, "team-a and team-b share a host")
+    flag_b = flag_of(wait(20, f"a greeting for {host_b}", lambda: gw_greeting(host_b), every=0.1))
+    check(flag_b == expected_flag("nc", "team-b") and flag_b != flag_a, f"team-b read {flag_b}")
+    ok(f"team-a reads its own flag through the gateway at {host_a}:443 (TLS, SNI, "
+       f"certificate checked); team-b its own at its own host; PUT->Running "
+       f"{t_running - t_put:.2f}s, Running->first greeting {t_answer - t_running:.2f}s")
+
+    log("someone without team A's host reaches nothing")
+    for wrong in ("aaaaaaaaaaaaaaaa." + domain, host_a.replace(host_a[0], "a" if host_a[0] != "a" else "b", 1),
+                  domain, "nc." + domain):
+        got = gw_greeting(wrong)
+        check(got is None or "Your flag" not in got, f"SNI {wrong} got {got!r}")
+    # Without SNI at all: no certificate name to check, so no hostname check either.
+    import ssl
+    ctx = ssl.create_default_context(cafile=os.environ["GATEWAY_CA"])
+    ctx.check_hostname = False
+    try:
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=3)) as s:
+            s.settimeout(3)
+            got = s.recv(512)
+    except OSError:
+        got = b""
+    check(b"Your flag" not in got, f"no SNI got {got!r}")
+    ns_a = namespace_of(a)
+    svcs = kjson("get", "svc", "-A", "-l", "app.kubernetes.io/managed-by=kopc-ctf")["items"]
+    check(svcs and all(x["spec"]["type"] == "ClusterIP" for x in svcs),
+          f"Services: {[(x['metadata']['name'], x['spec']['type']) for x in svcs]}")
+    pod_a = pod_of(ns_a)
+    pod_ip = pod_a["status"]["podIP"]
+    check(refused(f"{pod_ip}:1337"), f"the host connects to team-a's pod {pod_ip}:1337 directly")
+    # A pod outside every instance, under no policy of its own: in NodePort mode the exposed
+    # port admits it (allow-exposed has no "from"); here only the gateway's pods get in.
+    image = kjson("-n", "ctf", "get", "chaldef", "nc")["spec"]["pods"][0]["template"]["containers"][0]["image"]
+    kubectl("-n", "default", "run", "gwprobe", f"--image={image}", "--restart=Never",
+            "--command", "--", "sleep", "3600")
+    wait(120, "the probe pod Running",
+         lambda: kjson("-n", "default", "get", "pod", "gwprobe")["status"].get("phase") == "Running")
+    check(reach("default", "gwprobe", "10.96.0.10", 53), "the probe pod reaches nothing at all (CoreDNS)")
+    check(not reach("default", "gwprobe", pod_ip, 1337),
+          f"a pod outside the gateway connects to team-a's pod {pod_ip}:1337 directly")
+    kubectl("-n", "default", "delete", "pod", "gwprobe", "--wait=false")
+    ok("a wrong, unknown or missing SNI gets no instance; no NodePort exists (every instance "
+       "Service is ClusterIP); neither the host nor a pod outside the gateway (which reaches "
+       "CoreDNS) connects to team-a's pod")
+
+    log("after Stop the host stops answering; after Start it answers again, same host")
+    stop("team-a", "nc")
+    wait(120, "team-a's nc gone", lambda: instance("team-a", "nc") is None)
+    wait(60, f"{host_a} to stop answering", lambda: "Your flag" not in (gw_greeting(host_a) or ""), every=0.5)
+    check("Your flag" not in (gw_greeting(host_a) or ""), "the stopped instance still answers")
+    start("team-a", "nc")
+    a2 = running("team-a", "nc")
+    served_at_running(f"team-a's nc started again at {host_a}", gw_first_greeting(host_a))
+    check(gw_endpoint(a2)["host"] == host_a, f"the host changed: {gw_endpoint(a2)['host']} != {host_a}")
+    flag_a2 = flag_of(wait(20, f"a greeting for {host_a} again", lambda: gw_greeting(host_a), every=0.1))
+    check(flag_a2 == flag_a, "another flag after stop/start")
+    ok(f"stopped: {host_a} answers nothing; started again: the same host answers with the same flag")
+
+    log("warm pools: a claimed warm instance answers on its team's host, an unclaimed one on none")
+    copy_definition("nc", "warmgw", lambda d: d.update({"pool": {"min": 1}}))
+    wait(180, "1 warm instance Ready", lambda: pool_ready("warmgw", 1))
+    warm = warm_namespaces("warmgw")[0]
+    check(not kjson("-n", warm, "get", "tlsroutes.gateway.networking.k8s.io")["items"],
+          f"the unclaimed warm instance {warm} has a route")
+    uid = pod_of(warm)["metadata"]["uid"]
+    t0 = time.monotonic()
+    start("team-c", "warmgw")
+    c = running("team-c", "warmgw")
+    t_run = time.monotonic() - t0
+    host_c = gw_endpoint(c)["host"]
+    # Served by the instance at Running; its flag file may come a moment later (the kubelet
+    # rewrites the claimed pod's /flag/flag, docs/ctf-resources.md "Warm pools"), checked below.
+    served_at_running(f"team-c's claimed warmgw at {host_c}", gw_first_greeting(host_c, want="Welcome to"))
+    check(namespace_of(c) == warm, f"team-c got {namespace_of(c)}, not the warm {warm}")
+    line = wait(20, f"a greeting for {host_c}", lambda: gw_greeting(host_c), every=0.1)
+    t_answer = time.monotonic() - t0
+    want_c = expected_flag("warmgw", "team-c")
+    wait(60, "team-c's flag in the claimed pod",
+         lambda: (lambda l: l if l and "Your flag: " in l and flag_of(l) == want_c else None)(gw_greeting(host_c)),
+         every=0.1)
+    t_flag = time.monotonic() - t0
+    check(pod_of(warm)["metadata"]["uid"] == uid, "the claim restarted the warm pod")
+    ok(f"claimed warm instance: PUT->Running {t_run:.2f}s, PUT->first greeting {t_answer:.2f}s, "
+       f"PUT->team-c's flag {t_flag:.2f}s at {host_c}, the same pod; unclaimed it had no route")
+
+    log("HTTP through the gateway, by Host")
+    start("team-a", "web")
+    w = running("team-a", "web")
+    ew = gw_endpoint(w)
+    first = gw_https(ew["host"], "/robots.txt")
+    served_at_running(f"team-a's web at {ew['host']}", first if first and first[0] == 200 else None)
+    check(ew["address"] == f"https://{ew['host']}:{port}", f"web endpoint {ew}")
+    def robots():
+        got = gw_https(ew["host"], "/robots.txt")
+        return got if got and got[0] == 200 else None
+    try:
+        r = wait(60, "robots.txt through the gateway (200)", robots, every=0.5)
+    except Fail:
+        ns_w = namespace_of(w)
+        print("--- HTTPRoute:", kubectl("-n", ns_w, "get", "httproutes.gateway.networking.k8s.io", "-o", "yaml"),
+              "--- EndpointSlices:", kubectl("-n", ns_w, "get", "endpointslices", "-o", "yaml"),
+              "--- last answer:", gw_https(ew["host"], "/robots.txt"),
+              "--- Traefik:", kubectl("-n", "kopc-gateway", "logs", "deploy/traefik", "--tail=40", check_rc=False),
+              sep="\n", file=sys.stderr)
+        raise
+    path = [l.split(":", 1)[1].strip() for l in r[1].splitlines() if l.startswith("Disallow:")][0]
+    st, body = gw_https(ew["host"], path)
+    check(st == 200 and "flag{" in body, f"GET {path}: {st} {body[:200]!r}")
+    other = gw_https(host_b, "/robots.txt")
+    check(other is None or other[0] != 200 or "Disallow" not in other[1],
+          f"the web instance answered another host: {other}")
+    ok(f"https://{ew['host']} serves team-a's web flag behind {path}; a TCP host does not serve it")
+
+    rounds = int(os.environ.get("GATEWAY_ROUNDS", "5"))
+    log(f"a new route's time to answer (Stop and Start, {rounds} rounds, probe "
+        f"{'on' if PROBING else 'off'})")
+    to_run, to_answer, after_run, missed = [], [], [], 0
+    for i in range(rounds):
+        stop("team-b", "nc")
+        wait(120, "team-b's nc gone", lambda: instance("team-b", "nc") is None)
+        wait(60, f"{host_b} to stop answering", lambda: not gw_first_greeting(host_b), every=0.2)
+        t0 = time.monotonic()
+        start("team-b", "nc")
+        running("team-b", "nc")
+        t_run = time.monotonic()
+        if not served_at_running(f"round {i}: team-b's nc at {host_b}", gw_first_greeting(host_b)):
+            missed += 1
+        wait(30, f"{host_b} answering", lambda: gw_first_greeting(host_b), every=0.05)
+        t_ans = time.monotonic()
+        to_run.append(t_run - t0)
+        to_answer.append(t_ans - t0)
+        after_run.append(t_ans - t_run)
+    def fig(xs):
+        return f"p50 {pct(xs, 0.5):.2f}s p99 {pct(xs, 0.99):.2f}s max {max(xs):.2f}s"
+    ok(f"over {rounds} starts (probe {'on' if PROBING else 'off'}): PUT -> Running {fig(to_run)}; "
+       f"PUT -> first greeting {fig(to_answer)}; Running -> first greeting {fig(after_run)}; "
+       f"first connection at Running not served in {missed} of {rounds}")
+    with open(os.path.join(os.environ["WORK"], "gateway-times.json"), "w") as f:
+        json.dump({"probe": PROBING, "to_running": to_run, "to_answer": to_answer,
+                   "running_to_answer": after_run, "missed": missed}, f)
+
+
 def main():
     scenario = sys.argv[1] if len(sys.argv) > 1 else "lifecycle"
     try:
         {"lifecycle": scenario_lifecycle, "isolation": scenario_isolation,
-         "pool": scenario_pool}[scenario]()
+         "pool": scenario_pool, "gateway": scenario_gateway}[scenario]()
     except Fail as e:
         print(f"FAIL: {e}", file=sys.stderr)
         sys.exit(1)

@@ -2,8 +2,10 @@
 # devcluster_test.sh - the devcluster is a real cluster: nodes become Ready,
 # deployments run their pods, the garbage collector and the namespace
 # controller clean up, CRD schemas validate, service accounts get tokens,
-# RBAC is enforced, it listens on loopback only, and stop/start on the same
-# DIR keeps the data. Driven by real kubectl; nothing is mocked.
+# RBAC is enforced, it listens on loopback only, stop/start on the same
+# DIR keeps the data, and --gateway-domain makes the Gateway API objects
+# (CRDs, Gateway, a name-constrained wildcard certificate) and keeps them.
+# Driven by real kubectl; nothing is mocked.
 #
 # Env: DEVCLUSTER, KUBECTL (binaries), KOP_TEST_TMP (scratch directory).
 set -euo pipefail
@@ -191,6 +193,48 @@ k get widget good >/dev/null || fail "custom object lost across stop/start"
 ready=$(k get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True || true)
 [ "$ready" -eq $NODES ] || fail "after restart want $NODES Ready nodes, got $ready"
 ok "stop/start on the same DIR keeps objects"
+
+log "the gateway's objects (--gateway-domain; fake nodes: nothing serves them)"
+"$DEVCLUSTER" stop --dir "$DIR" >/dev/null || fail "stop before the gateway failed"
+if out=$("$DEVCLUSTER" start --dir "$DIR" --gateway-domain Not_A_Domain 2>&1); then
+    fail "a start with an invalid gateway domain succeeded"
+fi
+grep -q "RFC 1123" <<<"$out" || fail "an invalid gateway domain is refused without saying why: $out"
+"$DEVCLUSTER" start --dir "$DIR" --gateway-domain gw.test || fail "start --gateway-domain gw.test failed"
+for crd in gatewayclasses gateways httproutes tlsroutes referencegrants; do
+    [ "$(k get crd "$crd.gateway.networking.k8s.io" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" = True ] ||
+        fail "CRD $crd is not Established"
+done
+[ "$(k get gatewayclass traefik -o jsonpath='{.spec.controllerName}')" = traefik.io/gateway-controller ] ||
+    fail "no GatewayClass traefik"
+listeners=$(k -n kopc-gateway get gateway ctf -o jsonpath='{range .spec.listeners[*]}{.name}/{.protocol}/{.port}/{.hostname}/{.tls.mode}/{.tls.certificateRefs[0].name} {end}')
+[ "$listeners" = "tls/TLS/443/*.gw.test/Terminate/wildcard-tls https/HTTPS/443/*.gw.test/Terminate/wildcard-tls " ] ||
+    fail "the Gateway's listeners are: $listeners"
+k -n kopc-gateway get secret wildcard-tls -o jsonpath='{.data.tls\.crt}' | base64 -d >"$WORK/gw.crt"
+openssl verify -CAfile "$DIR/gateway/ca.crt" -verify_hostname x.gw.test "$WORK/gw.crt" >/dev/null ||
+    fail "the Secret's certificate does not verify for x.gw.test against gateway/ca.crt"
+! openssl verify -CAfile "$DIR/gateway/ca.crt" -verify_hostname x.other.test "$WORK/gw.crt" >/dev/null 2>&1 ||
+    fail "the certificate verifies for a host outside the domain"
+openssl x509 -in "$DIR/gateway/ca.crt" -noout -ext nameConstraints | grep -q "DNS:gw.test" ||
+    fail "the gateway CA has no name constraint to gw.test"
+ok "CRDs Established; GatewayClass traefik; Gateway kopc-gateway/ctf: TLS Terminate and HTTPS on 443 for *.gw.test; its certificate verifies against a CA constrained to gw.test"
+k apply -f - >/dev/null <<'EOF' || fail "a v1 TLSRoute was refused"
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {name: r}
+spec:
+  parentRefs: [{name: ctf, namespace: kopc-gateway, sectionName: tls}]
+  hostnames: [abc.gw.test]
+  rules: [{backendRefs: [{name: s, port: 1337}]}]
+EOF
+[ "$(k get tlsroutes.v1alpha2.gateway.networking.k8s.io r -o jsonpath='{.spec.hostnames[0]}' 2>/dev/null)" = abc.gw.test ] ||
+    fail "a v1 TLSRoute cannot be read as v1alpha2 (what Traefik v3.6 reads)"
+"$DEVCLUSTER" stop --dir "$DIR" >/dev/null || fail "stop failed"
+"$DEVCLUSTER" start --dir "$DIR" >/dev/null || fail "restart with the gateway failed"
+grep -q '"gatewayDomain": "gw.test"' "$DIR/devcluster.json" || fail "a restart forgot the gateway: $(cat "$DIR/devcluster.json")"
+cmp -s "$WORK/gw.crt" <(k -n kopc-gateway get secret wildcard-tls -o jsonpath='{.data.tls\.crt}' | base64 -d) ||
+    fail "a restart made a new certificate"
+ok "a v1 TLSRoute is stored and read as v1alpha2; a restart keeps the gateway and its certificate"
 
 "$DEVCLUSTER" stop --dir "$DIR" >/dev/null
 echo "$passed passed, 0 failed"

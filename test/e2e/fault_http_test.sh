@@ -147,7 +147,11 @@ proxy http /requests >"$WORK/requests.jsonl"
 check rbac --requests "$WORK/requests.jsonl" \
     --role "$SRC/config/rbac/role.yaml" --role "$SRC/config/rbac/leader_election_role.yaml" \
     --role "$SRC/config/rbac/crd_installer_role.yaml" \
-    --allow "events:patch:raises the count of an Event repeated within the dedup window" ||
+    --allow "events:patch:raises the count of an Event repeated within the dedup window" \
+    --allow "tlsroutes:list:gateway mode only" --allow "tlsroutes:watch:gateway mode only" \
+    --allow "tlsroutes:create:gateway mode only" --allow "tlsroutes:patch:gateway mode only" \
+    --allow "httproutes:list:gateway mode only" --allow "httproutes:watch:gateway mode only" \
+    --allow "httproutes:create:gateway mode only" --allow "httproutes:patch:gateway mode only" ||
     fail "config/rbac does not match what the operator uses (see above)"
 ok "every request the operator made is granted, every grant is used, no Forbidden"
 

@@ -102,6 +102,30 @@ static void test_instance_view_running(void **state)
     json_decref(def);
 }
 
+/* In the gateway mode, the view carries each endpoint's host and port (443). */
+static void test_instance_view_gateway(void **state)
+{
+    (void)state;
+    json_t *def = parse(DEF);
+    json_t *c = challenge("{'currentStatus':'Running','endpoints':["
+                          "{'name':'http','type':'HTTP','address':'https://abcdefghijklmnop.ctf.test',"
+                          "'host':'abcdefghijklmnop.ctf.test','port':443},"
+                          "{'name':'shell','type':'TCP','address':'qrstuvwxyz234567.ctf.test:443',"
+                          "'host':'qrstuvwxyz234567.ctf.test','port':443}]}",
+                          "");
+    json_t *v = ctf_api_instance_view(c, def, T0 + 60);
+    json_t *eps = json_object_get(v, "endpoints");
+    assert_int_equal(json_array_size(eps), 2);
+    json_t *tcp = json_array_get(eps, 1);
+    assert_string_equal(str(tcp, "host"), "qrstuvwxyz234567.ctf.test");
+    assert_int_equal(json_integer_value(json_object_get(tcp, "port")), 443);
+    assert_string_equal(str(tcp, "address"), "qrstuvwxyz234567.ctf.test:443");
+    assert_string_equal(str(json_array_get(eps, 0), "address"), "https://abcdefghijklmnop.ctf.test");
+    json_decref(v);
+    json_decref(c);
+    json_decref(def);
+}
+
 static void test_instance_view_renewed_and_error(void **state)
 {
     (void)state;
@@ -192,6 +216,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_state),
         cmocka_unit_test(test_instance_view_running),
+        cmocka_unit_test(test_instance_view_gateway),
         cmocka_unit_test(test_instance_view_renewed_and_error),
         cmocka_unit_test(test_stopped_view_and_key),
         cmocka_unit_test(test_challenge_view_public_only),

@@ -60,6 +60,10 @@ type state struct {
 	NetIndex     int      `json:"netIndex,omitempty"`
 	RegistryPort int      `json:"registryPort,omitempty"`
 	ClusterDNS   []string `json:"clusterDNS,omitempty"`
+	// The gateway (gateway.go): its domain (empty: none), and with real
+	// nodes the port on 127.0.0.1 that reaches it.
+	GatewayDomain string `json:"gatewayDomain,omitempty"`
+	GatewayPort   int    `json:"gatewayPort,omitempty"`
 }
 
 // remembered fills the options not given on this command line from what
@@ -86,6 +90,9 @@ func remembered(o options, given map[string]bool) (options, error) {
 	}
 	if !given["apiserver-arg"] {
 		o.apiserverArgs = s.APIServerArgs
+	}
+	if !given["gateway"] && !given["gateway-domain"] {
+		o.gatewayDomain = s.GatewayDomain
 	}
 	return o, nil
 }
@@ -122,6 +129,7 @@ func loadState(o options) (state, error) {
 	}
 	s.Nodes, s.Compaction, s.APIServerArgs = o.nodes, o.compaction.String(), o.apiserverArgs
 	s.RealNodes = o.realNodes
+	s.GatewayDomain = o.gatewayDomain
 	ports := []*int{&s.APIServerPort, &s.EtcdPort, &s.EtcdPeerPort}
 	if o.realNodes > 0 {
 		k, err := chooseNetIndex(o.dir, s.NetIndex)
@@ -131,6 +139,9 @@ func loadState(o options) (state, error) {
 		s.NetIndex = k
 		s.ClusterDNS = []string{clusterDNSIP}
 		ports = append(ports, &s.RegistryPort)
+		if s.GatewayDomain != "" {
+			ports = append(ports, &s.GatewayPort)
+		}
 	}
 	if err := choosePorts(ports); err != nil { // ports.go: outside the ephemeral range
 		return s, err
@@ -299,6 +310,14 @@ func serve(o options, ready *readySignal) error {
 	}
 	if plan != nil {
 		if err := startClusterDNS(ctx, admin, all); err != nil {
+			return err
+		}
+	}
+	if st.GatewayDomain != "" {
+		gw, err := startGateway(ctx, compCtx, o.dir, st, admin, all)
+		comps = append(comps, gw...)
+		all = append(all, gw...)
+		if err != nil {
 			return err
 		}
 	}

@@ -94,6 +94,11 @@ func start(o options) error {
 	for _, a := range o.apiserverArgs {
 		args = append(args, "--apiserver-arg="+a)
 	}
+	if o.gatewayDomain != "" {
+		args = append(args, "--gateway-domain", o.gatewayDomain)
+	} else {
+		args = append(args, "--gateway=false")
+	}
 	cmd := exec.Command(self, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{wr} // fd 3 in the child

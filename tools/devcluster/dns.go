@@ -83,7 +83,7 @@ func startClusterDNS(ctx context.Context, c *kubernetes.Clientset, comps []compo
 		}
 		if err != nil {
 			why = err.Error()
-		} else if why, err = podProblem(ctx, c); err != nil {
+		} else if why, err = podProblem(ctx, c, "kube-system", "k8s-app=kube-dns"); err != nil {
 			return fmt.Errorf("coredns: %w", err)
 		}
 		select {
@@ -95,11 +95,12 @@ func startClusterDNS(ctx context.Context, c *kubernetes.Clientset, comps []compo
 	return fmt.Errorf("coredns not Ready after 3m: %s", why)
 }
 
-// podProblem describes why CoreDNS's pod is not Ready yet; a pod that
-// cannot get better on its own (its image cannot be pulled, its container
-// keeps crashing) is an error, with the container's last words.
-func podProblem(ctx context.Context, c *kubernetes.Clientset) (string, error) {
-	pods, err := c.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+// podProblem describes why the pod of a system Deployment (CoreDNS's,
+// Traefik's), found in ns by selector, is not Ready yet; a pod that cannot
+// get better on its own (its image cannot be pulled, its container keeps
+// crashing) is an error, with the container's last words.
+func podProblem(ctx context.Context, c *kubernetes.Clientset, ns, selector string) (string, error) {
+	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil || len(pods.Items) == 0 {
 		return "no pod yet", nil
 	}

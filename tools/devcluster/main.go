@@ -10,7 +10,7 @@
 //
 // Usage:
 //
-//	devcluster start --dir DIR [--nodes N] [--port P]   start in the background, return when ready
+//	devcluster start --dir DIR [--nodes N] [--port P] [--gateway]   start in the background, return when ready
 //	devcluster run   --dir DIR [--nodes N] [--port P]   run in the foreground until SIGINT/SIGTERM
 //	devcluster stop  --dir DIR                           stop a cluster started on DIR
 //	devcluster status --dir DIR                          exit 0 when a cluster runs on DIR
@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -42,6 +43,9 @@ type options struct {
 	compaction time.Duration
 	// apiserverArgs are extra kube-apiserver flags, applied after ours.
 	apiserverArgs []string
+	// gatewayDomain, when set, makes the Gateway API gateway for *.domain
+	// (gateway.go).
+	gatewayDomain string
 }
 
 func usage() {
@@ -68,10 +72,15 @@ flags:
                 tests shorten it to see resourceVersions expire (410 Gone)
   --apiserver-arg=--FLAG=VALUE
                 an extra kube-apiserver flag (repeatable), applied after devcluster's own
+  --gateway     the Gateway API gateway for *.%s: the CRDs, a wildcard certificate,
+                the Gateway kopc-gateway/ctf, and with real nodes Traefik serving it
+                on 127.0.0.1:P (docs/devcluster.md); --gateway=false turns it off
+  --gateway-domain D
+                the same for *.D
 
-A start without --nodes, --real-nodes, --compaction-interval or --apiserver-arg reuses the
-values DIR was last started with.
-`)
+A start without --nodes, --real-nodes, --compaction-interval, --apiserver-arg or --gateway
+reuses the values DIR was last started with.
+`, defaultGatewayDomain)
 }
 
 func main() {
@@ -99,6 +108,25 @@ func main() {
 	fs.IntVar(&o.realNodes, "real-nodes", 0, "number of real nodes (kubelet, containerd, runc; needs root)")
 	fs.IntVar(&o.port, "port", 0, "apiserver port")
 	fs.DurationVar(&o.compaction, "compaction-interval", 5*time.Minute, "etcd compaction interval")
+	fs.BoolFunc("gateway", "the Gateway API gateway for *."+defaultGatewayDomain, func(v string) error {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return err
+		}
+		if !on {
+			o.gatewayDomain = ""
+		} else if o.gatewayDomain == "" {
+			o.gatewayDomain = defaultGatewayDomain
+		}
+		return nil
+	})
+	fs.Func("gateway-domain", "the gateway's domain", func(v string) error {
+		if err := checkGatewayDomain(v); err != nil {
+			return err
+		}
+		o.gatewayDomain = v
+		return nil
+	})
 	fs.Func("apiserver-arg", "extra kube-apiserver flag", func(v string) error {
 		if !strings.HasPrefix(v, "--") {
 			return fmt.Errorf("%q: give the flag as --name=value", v)

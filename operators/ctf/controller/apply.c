@@ -38,7 +38,8 @@ static const kop_resource *resource_of(const json_t *obj)
                                            true};
     static const kop_resource *const all[] = {&CTF_NAMESPACES, &CTF_SECRETS, &QUOTAS,
                                               &LIMITS, &CTF_NETWORKPOLICIES, &CTF_DEPLOYMENTS,
-                                              &CTF_SERVICES, &INGRESSES};
+                                              &CTF_SERVICES, &INGRESSES, &CTF_TLSROUTES,
+                                              &CTF_HTTPROUTES};
     const char *kind = json_string_value(json_object_get(obj, "kind"));
     for (size_t i = 0; kind && i < sizeof all / sizeof all[0]; i++)
         if (strcmp(all[i]->kind, kind) == 0)
@@ -60,6 +61,10 @@ static kop_informer *cache_of(ctf_operator *op, const char *kind)
         return op->services;
     if (kop_streq(kind, "NetworkPolicy"))
         return op->networkpolicies;
+    if (kop_streq(kind, CTF_KIND_TLSROUTE))
+        return op->tlsroutes; /* NULL unless the gateway mode is on */
+    if (kop_streq(kind, CTF_KIND_HTTPROUTE))
+        return op->httproutes;
     return NULL;
 }
 

@@ -2,8 +2,11 @@
  * observe.c - what a reconcile sees of an instance, from the caches only
  * (see observe.h): a container that cannot start (an image that cannot
  * be pulled, a crash loop), Deployments available, endpoints known and
- * every exposed Service's endpoint ready. The events of the instance's
- * objects bring the Challenge back here; nothing is polled.
+ * every exposed Service's endpoint ready, and in the gateway mode every
+ * route accepted by our Gateway, and then (with --gateway-probe-address)
+ * every host served through it (controller/probe.h). The events of the
+ * instance's objects (the routes' status among them) bring the Challenge
+ * back here; only the probe of an instance about to be Running is polled.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,6 +15,7 @@
 #include <time.h>
 
 #include "controller/observe.h"
+#include "controller/probe.h"
 
 void ctf_observe_error(ctf_observation *o, const char *reason, const char *fmt, ...)
 {
@@ -154,11 +158,105 @@ bool ctf_instance_ready(ctf_operator *op, const json_t *def, const char *ns, ctf
     return complete && deployments_available(op, def, ns) && services_ready(op, def, ns);
 }
 
+/*
+ * routes_accepted: in the gateway mode, our Gateway accepted the route of
+ * every exposure of def in ns (core/gateway.h). Otherwise false, with
+ * *reason and msg saying what the first refused route (else the first
+ * unanswered one) waits for.
+ */
+static bool routes_accepted(ctf_operator *op, const json_t *def, const char *ns, char *msg,
+                            size_t size, const char **reason)
+{
+    const json_t *e;
+    size_t i;
+    bool all = true;
+    json_array_foreach(ctf_get2(def, "spec", "expose"), i, e)
+    {
+        const char *kind = ctf_gateway_route_kind(e);
+        const char *name = json_string_value(json_object_get(e, "name"));
+        kop_informer *cache = kop_streq(kind, CTF_KIND_TLSROUTE) ? op->tlsroutes : op->httproutes;
+        json_t *route = NULL;
+        char why[sizeof ((ctf_observation *)0)->message];
+        if (!cache || !name || kop_informer_dup(cache, ns, name, &route) != KOP_OK)
+            route = NULL; /* not in the cache yet: waiting */
+        ctf_route_state s =
+            ctf_gateway_route_state(&op->instance, route, kind, ns, name ? name : "", why,
+                                    sizeof why);
+        json_decref(route);
+        if (s == CTF_ROUTE_ACCEPTED)
+            continue;
+        /* A refusal says more than a silence: it wins the message. */
+        if (all || s == CTF_ROUTE_REFUSED) {
+            if (all || !kop_streq(*reason, CTF_REASON_ROUTE_REFUSED)) {
+                snprintf(msg, size, "%s", why);
+                *reason = s == CTF_ROUTE_REFUSED ? CTF_REASON_ROUTE_REFUSED
+                                                 : CTF_REASON_GATEWAY_PENDING;
+            }
+        }
+        all = false;
+    }
+    return all;
+}
+
+/*
+ * gateway_endpoints: in the gateway mode, the endpoints the team is shown are
+ * its hosts (core/gateway.h), known from the start; false with o set to
+ * Error when they cannot be computed.
+ */
+static bool gateway_endpoints(ctf_operator *op, const json_t *chal, const json_t *def,
+                              ctf_observation *o)
+{
+    kop_status st;
+    json_t *eps = NULL;
+    kop_status_clear(&st);
+    if (ctf_gateway_endpoints(&op->instance, def, ctf_str2(chal, "spec", "team"), &eps, &st) !=
+        KOP_OK) {
+        ctf_observe_error(o, "GatewayHost", "cannot name the instance's host: %s", st.message);
+        return false;
+    }
+    json_decref(o->endpoints);
+    o->endpoints = eps;
+    return true;
+}
+
+/* already_running: chal's status says Running: its hosts were served, no probe again. */
+static bool already_running(const json_t *chal)
+{
+    return kop_streq(ctf_str2(chal, "status", "currentStatus"), CTF_STATUS_RUNNING);
+}
+
+/*
+ * served: the gateway serves every host of o->endpoints (or no probe is
+ * configured); false with msg saying which host waits for what.
+ */
+static bool served(ctf_operator *op, const ctf_observation *o, char *msg, size_t size)
+{
+    ctf_probe_outcome r = ctf_gateway_served(&op->instance, o->endpoints, msg, size);
+    return r == CTF_PROBE_OFF || r == CTF_PROBE_OK;
+}
+
 /* observe_instance decides Running, Pending or a failure from the caches. */
 void ctf_observe_instance(ctf_operator *op, const json_t *chal, const json_t *def, const char *ns,
                           ctf_observation *o)
 {
-    if (ctf_instance_ready(op, def, ns, o)) {
+    char wait_msg[sizeof o->message] = "starting";
+    const char *wait_reason = NULL;
+    long probe_ms = 0;
+    bool ready = ctf_instance_ready(op, def, ns, o);
+    if (!o->reason && ctf_gateway_on(&op->instance)) {
+        if (!gateway_endpoints(op, chal, def, o))
+            return;
+        /* The door must be open too: the gateway accepted every route. */
+        if (ready && !routes_accepted(op, def, ns, wait_msg, sizeof wait_msg, &wait_reason))
+            ready = false;
+        /* And it must serve them: Accepted comes before the gateway applies the route. */
+        if (ready && !already_running(chal) && !served(op, o, wait_msg, sizeof wait_msg)) {
+            ready = false;
+            wait_reason = CTF_REASON_GATEWAY_PENDING;
+            probe_ms = ctf_probe_retry_ms(difftime(time(NULL), ctf_created_at(chal)) * 1000);
+        }
+    }
+    if (ready) {
         o->phase = CTF_STATUS_RUNNING;
         snprintf(o->message, sizeof o->message, "instance running");
         return;
@@ -172,12 +270,20 @@ void ctf_observe_instance(ctf_operator *op, const json_t *chal, const json_t *de
     if (ctf_lifetime_parse(json_object_get(def, "spec"), &lt, NULL) == KOP_OK)
         timeout_ms = lt.start_timeout_ms;
     double age_ms = difftime(time(NULL), ctf_created_at(chal)) * 1000;
+    if (age_ms >= (double)timeout_ms && wait_reason) {
+        ctf_observe_error(o, wait_reason, "not running within %lld s of the request: %.400s",
+                          (long long)(timeout_ms / 1000), wait_msg);
+        return;
+    }
     if (age_ms >= (double)timeout_ms) {
         ctf_observe_error(o, "StartTimeout", "not running within %lld s of the request",
                           (long long)(timeout_ms / 1000));
         return;
     }
     o->phase = CTF_STATUS_PENDING;
-    snprintf(o->message, sizeof o->message, "starting");
+    o->waiting = wait_reason;
+    snprintf(o->message, sizeof o->message, "%s", wait_msg);
     o->requeue_ms = (long)((double)timeout_ms - age_ms) + 1000;
+    if (probe_ms > 0 && probe_ms < o->requeue_ms)
+        o->requeue_ms = probe_ms; /* the gateway's progress sends no event: look again */
 }

@@ -13,6 +13,8 @@
 typedef struct ctf_observation {
     const char *phase;  /* currentStatus */
     const char *reason; /* CamelCase, Error only */
+    const char *waiting; /* CamelCase, what a Pending instance waits for (the conditions'
+                          * reason; NULL: InstanceStarting) */
     char message[512];
     json_t *endpoints; /* owned, may be NULL */
     long requeue_ms;   /* 0: none */
@@ -29,8 +31,12 @@ void ctf_observe_error(ctf_observation *o, const char *reason, const char *fmt, 
  * ctf_observe_instance decides Running, Pending or a failure of chal's
  * instance in namespace ns from the caches: Running once every Deployment is
  * available, every endpoint known and every exposed Service has a ready
- * endpoint; Error on an image that cannot be pulled, a crash loop or the
- * start timeout; Pending (with a requeue at the timeout) until then. An
+ * endpoint, and in the gateway mode once our Gateway accepted every route
+ * (Accepted and ResolvedRefs True in its status.parents; until then
+ * Pending, o->waiting CTF_REASON_GATEWAY_PENDING or CTF_REASON_ROUTE_REFUSED
+ * with a message naming the Gateway, the route and why, and at the start
+ * timeout Error with that reason); Error on an image that cannot be pulled,
+ * a crash loop or the start timeout; Pending (with a requeue at the timeout) until then. An
  * instance being replaced by a new version (o->phase Updating on entry)
  * has no start timeout: it stays Updating until it is Running.
  */

@@ -19,6 +19,7 @@
 #include "core/applied.h"
 #include "core/duration.h"
 #include "core/flag.h"
+#include "core/gateway.h"
 #include "core/instance.h"
 #include "core/json.h"
 #include "core/pool.h"
@@ -58,6 +59,8 @@ typedef struct ctf_operator {
     kop_informer *challenges, *definitions, *namespaces, *deployments, *pods, *services;
     kop_informer *endpointslices; /* of the instances' Services: is an endpoint ready? */
     kop_informer *networkpolicies; /* the isolation: a deleted one is put back at once */
+    /* The gateway mode's routes (NULL when it is off): Running waits for their acceptance. */
+    kop_informer *tlsroutes, *httproutes;
     kop_recorder *events;
     kop_metric *instances;     /* ctf_instances{status} */
     kop_metric *ready_seconds; /* ctf_instance_ready_seconds */
@@ -82,6 +85,26 @@ typedef struct ctf_operator {
  * cache, index and watch it needs, the admission and the metrics.
  */
 KOP_NODISCARD kop_err ctf_setup_controller(ctf_operator *op, kop_status *st);
+
+/* ---- gateway.c: the gateway mode's host key ---- */
+
+/* The Secret (in the system namespace) and its key holding the gateway's host key. */
+#define CTF_GATEWAY_KEY_SECRET "ctf-gateway-host-key"
+#define CTF_GATEWAY_KEY_FIELD  "key"
+#define CTF_GATEWAY_KEY_BYTES  32
+
+/*
+ * ctf_gateway_key_load reads the host key (ctf_host_id) from Secret
+ * ns/name, key CTF_GATEWAY_KEY_FIELD, into *key (owned: cleanse and free),
+ * and makes the Secret with CTF_GATEWAY_KEY_BYTES random bytes when it does
+ * not exist (a replica that loses the race to create it reads the
+ * winner's). The key lives as long as the Secret: every host of every team
+ * derives from it, so it is never rotated by the operator. KOP_EINVAL
+ * (explained in st) when the Secret's key is shorter than CTF_HOST_KEY_MIN
+ * bytes; API errors as kop_get and kop_create report them.
+ */
+KOP_NODISCARD kop_err ctf_gateway_key_load(kop_client *c, const char *ns, const char *name,
+                                           unsigned char **key, size_t *len, kop_status *st);
 
 /* ---- webhook.c: the validating webhook for Challenges ---- */
 

@@ -316,11 +316,20 @@ static kop_err apply_instance(ctf_operator *op, const json_t *chal, const json_t
     return err;
 }
 
+/* is_route: child is a gateway route, which only a claimed instance has (instance.c). */
+static bool is_route(const json_t *child)
+{
+    const char *kind = json_string_value(json_object_get(child, "kind"));
+    return kop_streq(kind, CTF_KIND_TLSROUTE) || kop_streq(kind, CTF_KIND_HTTPROUTE);
+}
+
 /*
  * apply_claim_delta: the first pass after a claim applies only the children
  * the claim changes when the caches show the warm instance as the pool
  * applied it: the flag Secret of a dynamic flag (the Namespace's labels
- * the claim wrote itself). The rest are that already, and a claim is then
+ * the claim wrote itself), and in the gateway mode the team's routes,
+ * which come last and which a warm instance has none of (one write per
+ * exposure). The rest are that already, and a claim is then
  * a write or two, not an instance's worth.
  * *done says it did; otherwise the caller applies everything.
  */
@@ -334,18 +343,22 @@ static kop_err apply_claim_delta(ctf_operator *op, const json_t *chal, const jso
     int64_t now = kop_mono_ms(), unused = 0;
     long wait_ms = 0;
     kop_err err = KOP_OK;
+    size_t routes = 0;
     *done = false;
+    while (routes < json_array_size(children) &&
+           is_route(json_array_get(children, json_array_size(children) - 1 - routes)))
+        routes++;
     /* Only until the instance has a record as the team's: the first pass after the claim
      * (or after a takeover, when the warm instance's stamp stands in for the pool's record). */
     if (ctf_applied_known(op->applied, kop_meta_uid(chal)))
         return KOP_OK;
     if (ctf_pool_build_warm(op, def, id, &warm, &st) != KOP_OK ||
-        json_array_size(warm) != json_array_size(children) ||
+        json_array_size(warm) + routes != json_array_size(children) ||
         ctf_applied_digest(warm, warm_digest) != KOP_OK ||
         ctf_applied_digest(children, digest) != KOP_OK)
         goto out;
     /* The team's children and the warm ones are the same objects (their names and kinds
-     * match one to one), so the caches show one thing of both. */
+     * match one to one, but for the routes), so the caches show one thing of both. */
     ctf_applied_seen seen = ctf_apply_seen(op, warm);
     /* After a takeover: a full apply as the team's went through already. */
     ctf_apply_seed(op, kop_meta_uid(chal), children, digest, &seen, now);
@@ -359,7 +372,8 @@ static kop_err apply_claim_delta(ctf_operator *op, const json_t *chal, const jso
     delta = json_array();
     for (size_t i = 0; delta && i < json_array_size(children); i++) {
         const json_t *child = json_array_get(children, i);
-        if (!json_equal(child, json_array_get(warm, i)) &&
+        const json_t *was = json_array_get(warm, i); /* NULL for a route: new */
+        if (!(was && json_equal(child, was)) &&
             !kop_streq(json_string_value(json_object_get(child, "kind")), "Namespace"))
             json_array_append(delta, json_array_get(children, i));
     }

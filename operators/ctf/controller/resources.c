@@ -17,3 +17,8 @@ const kop_resource CTF_ENDPOINTSLICES = {"discovery.k8s.io", "v1", "endpointslic
                                          "EndpointSlice", true};
 const kop_resource CTF_NETWORKPOLICIES = {"networking.k8s.io", "v1", "networkpolicies",
                                           "NetworkPolicy", true};
+/* The gateway mode's routes (core/gateway.h), as Gateway API v1.6 serves and stores them. */
+const kop_resource CTF_TLSROUTES = {"gateway.networking.k8s.io", "v1", "tlsroutes", "TLSRoute",
+                                    true};
+const kop_resource CTF_HTTPROUTES = {"gateway.networking.k8s.io", "v1", "httproutes",
+                                     "HTTPRoute", true};

@@ -17,5 +17,7 @@ extern const kop_resource CTF_SERVICES;
 extern const kop_resource CTF_ENDPOINTSLICES;
 extern const kop_resource CTF_NETWORKPOLICIES;
 extern const kop_resource CTF_SECRETS;
+extern const kop_resource CTF_TLSROUTES;
+extern const kop_resource CTF_HTTPROUTES;
 
 #endif /* CTF_CONTROLLER_RESOURCES_H */

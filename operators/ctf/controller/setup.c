@@ -114,6 +114,31 @@ static void count_by_status(void *user)
     }
 }
 
+/*
+ * watch_routes: in the gateway mode, the instances' routes are watched like
+ * their other children (by their labels, which name the Challenge: they
+ * live in the instance's namespace, where no owner reference can point
+ * back at it), so that a change of a route's status, the gateway accepting
+ * or refusing it, wakes its Challenge; and cached, for observe.c to read.
+ */
+static kop_err watch_routes(ctf_operator *op)
+{
+    const kop_resource *routes[] = {&CTF_TLSROUTES, &CTF_HTTPROUTES};
+    kop_informer **caches[] = {&op->tlsroutes, &op->httproutes};
+    kop_err err = KOP_OK;
+    for (size_t i = 0; !err && i < CTF_LEN(routes); i++) {
+        err = kop_controller_watch(op->ctl,
+                                   &(kop_controller_watch_opts){.resource = routes[i],
+                                                                .label_selector = CTF_MANAGED,
+                                                                .fn = by_labels,
+                                                                .user = op,
+                                                                .map_reads_metadata = true});
+        if (!err)
+            err = kop_manager_informer(op->mgr, routes[i], NULL, CTF_MANAGED, caches[i]);
+    }
+    return err;
+}
+
 kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
 {
     kop_err err;
@@ -198,6 +223,8 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
     if (!err)
         err = kop_manager_informer(op->mgr, &CTF_NETWORKPOLICIES, NULL, CTF_MANAGED,
                                    &op->networkpolicies);
+    if (!err && ctf_gateway_on(&op->instance))
+        err = watch_routes(op);
     if (err)
         kop_status_setf(st, 0, NULL, "challenge watches: %s", kop_strerror(err));
     return err;

@@ -69,10 +69,15 @@ static json_t *desired_status(const json_t *chal, const ctf_observation *o, cons
     bool pending = strcmp(o->phase, CTF_STATUS_PENDING) == 0 ||
                    strcmp(o->phase, CTF_STATUS_UPDATING) == 0;
     const char *why = o->reason ? o->reason : o->phase;
-    set_condition(status, "Ready", running, running ? "InstanceRunning" : why, o->message, gen);
+    /* A Pending instance that waits for something named (the gateway) says so. */
+    const char *waiting = pending && o->waiting ? o->waiting : NULL;
+    set_condition(status, "Ready", running, running ? "InstanceRunning" : waiting ? waiting : why,
+                  o->message, gen);
     set_condition(status, "Progressing", pending,
-                  !pending ? why : strcmp(o->phase, CTF_STATUS_UPDATING) == 0 ? "InstanceUpdating"
-                                                                   : "InstanceStarting",
+                  !pending  ? why
+                  : waiting ? waiting
+                  : strcmp(o->phase, CTF_STATUS_UPDATING) == 0 ? "InstanceUpdating"
+                                                               : "InstanceStarting",
                   o->message, gen);
     set_condition(status, "Degraded", error, error ? why : "AsExpected", o->message, gen);
     return status;

@@ -29,6 +29,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "core/gateway.h"
 #include "core/instance.h"
 #include "core/json.h"
 
@@ -42,6 +43,7 @@ static const char *const PRIVATE_V6[] = {"fc00::/7", "fe80::/10", "::1/128"};
 /* inst is what every builder needs: the definition, the names and the labels. */
 struct inst {
     const ctf_config *cfg;
+    const json_t *def;        /* the definition */
     const json_t *spec;       /* the definition's spec, validated */
     const json_t *challenge;  /* the Challenge (a pool's warm instance: NULL until claimed) */
     json_t *labels;           /* ctf_instance_labels (a pool's: pool_labels), owned */
@@ -83,9 +85,15 @@ static bool is_http(const json_t *expose)
     return kop_streq(json_string_value(json_object_get(expose, "type")), "HTTP");
 }
 
+/* gateway: the instance is exposed through the gateway (core/gateway.h): no NodePort, no Ingress. */
+static bool gateway(const struct inst *in)
+{
+    return ctf_gateway_on(in->cfg);
+}
+
 static bool use_ingress(const struct inst *in, const json_t *expose)
 {
-    return is_http(expose) && ctf_nonempty(in->cfg->ingress_domain);
+    return is_http(expose) && ctf_nonempty(in->cfg->ingress_domain) && !gateway(in);
 }
 
 static json_t *namespace_object(const struct inst *in)
@@ -140,7 +148,8 @@ static json_t *quota_object(const struct inst *in)
                              quantity(in, "memory", "1Gi"), "requests.cpu",
                              quantity(in, "cpu", "1"), "requests.memory",
                              quantity(in, "memory", "1Gi"), "pods", "20", "services", "20",
-                             "services.nodeports", "10", "secrets", "10", "configmaps", "10",
+                             /* The gateway mode makes none: the quota enforces it. */
+                             "services.nodeports", gateway(in) ? "0" : "10", "secrets", "10", "configmaps", "10",
                              "persistentvolumeclaims", "0");
     return object("v1", "ResourceQuota", meta(in, "instance", NULL), "spec",
                   json_pack("{s:o}", "hard", hard));
@@ -159,7 +168,11 @@ static json_t *policy(const struct inst *in, const char *name, json_t *spec)
     return object("networking.k8s.io/v1", "NetworkPolicy", meta(in, name, NULL), "spec", spec);
 }
 
-/* exposed_policy opens the ports exposed on pod (from anywhere) to that pod only. */
+/*
+ * exposed_policy opens the ports exposed on pod to that pod only: from
+ * anywhere (NodePort and Ingress traffic arrive from outside), or in the
+ * gateway mode from the gateway's pods only.
+ */
 static json_t *exposed_policy(const struct inst *in, const char *pod)
 {
     char name[KOP_META_DNS1123_SUBDOMAIN_MAX + 1];
@@ -181,11 +194,14 @@ static json_t *exposed_policy(const struct inst *in, const char *pod)
         }
     }
     snprintf(name, sizeof name, "allow-exposed-%s", pod);
-    /* No "from": any source, since NodePort and Ingress traffic arrive from outside. */
+    json_t *rule = json_pack("{s:o}", "ports", ports);
+    if (rule && gateway(in) && !ctf_put(rule, "from", json_pack("[o]", ctf_gateway_peer(in->cfg)))) {
+        json_decref(rule);
+        return NULL;
+    }
     return policy(in, name,
-                  json_pack("{s:{s:{s:s}}, s:[s], s:[{s:o}]}", "podSelector", "matchLabels",
-                            CTF_LABEL_POD, pod, "policyTypes", "Ingress", "ingress", "ports",
-                            ports));
+                  json_pack("{s:{s:{s:s}}, s:[s], s:[o]}", "podSelector", "matchLabels",
+                            CTF_LABEL_POD, pod, "policyTypes", "Ingress", "ingress", rule));
 }
 
 /* ip_block returns {ipBlock: {cidr, except}}. */
@@ -282,7 +298,7 @@ static json_t *service_object(const struct inst *in, const json_t *expose)
     const char *port_name = ctf_is_svc_port_name(name) ? name : is_http(expose) ? "http" : "tcp";
     json_t *spec = json_pack(
         "{s:s, s:{s:s}, s:[{s:s, s:s, s:I, s:I}]}", "type",
-        use_ingress(in, expose) ? "ClusterIP" : "NodePort", "selector", CTF_LABEL_POD,
+        use_ingress(in, expose) || gateway(in) ? "ClusterIP" : "NodePort", "selector", CTF_LABEL_POD,
         json_string_value(json_object_get(expose, "pod")), "ports", "name", port_name, "protocol",
         "TCP", "port", port, "targetPort", port);
     return object("v1", "Service", meta(in, name, NULL), "spec", spec);
@@ -371,6 +387,31 @@ static json_t *ingress_object(const struct inst *in, const json_t *expose)
     return object("networking.k8s.io/v1", "Ingress", meta(in, name, NULL), "spec", spec);
 }
 
+/*
+ * route_object returns the gateway's route of an exposure of a team's
+ * instance (a TLSRoute for TCP, an HTTPRoute for HTTP, named as the
+ * exposure), with the labels of the Challenge it serves: on a claimed warm
+ * instance those of its claim, written at the claim, so that its status
+ * events map to the Challenge directly.
+ */
+static json_t *route_object(const struct inst *in, const json_t *expose)
+{
+    const char *name = json_string_value(json_object_get(expose, "name"));
+    char host[CTF_HOST_SIZE];
+    kop_status st;
+    if (ctf_gateway_host(in->cfg, in->def, ctf_str2(in->challenge, "spec", "team"), name, host,
+                         sizeof host, &st) != KOP_OK)
+        return NULL;
+    json_t *md = meta(in, name, NULL);
+    json_t *labels = json_object_get(md, "labels");
+    if (md && in->claim_labels && json_object_update(labels, in->claim_labels) != 0) {
+        json_decref(md);
+        return NULL;
+    }
+    return object(CTF_GATEWAY_API, ctf_gateway_route_kind(expose), md, "spec",
+                  ctf_gateway_route_spec(in->cfg, expose, host));
+}
+
 /* children appends every object to out, in apply order; false when memory ran out. */
 static bool children(const struct inst *in, const char *flag, json_t *out)
 {
@@ -403,6 +444,12 @@ static bool children(const struct inst *in, const char *flag, json_t *out)
         if (use_ingress(in, v))
             ok = ok && ctf_push(out, ingress_object(in, v));
     }
+    /* The routes come last: a warm instance has none until a team claims it. */
+    json_array_foreach(expose, i, v)
+    {
+        if (gateway(in) && in->challenge)
+            ok = ok && ctf_push(out, route_object(in, v));
+    }
     return ok;
 }
 
@@ -413,7 +460,10 @@ static kop_err build(struct inst *in, const json_t *def, const char *flag, json_
     json_t *list = json_array();
     kop_err err = KOP_OK;
     snprintf(in->generation, sizeof in->generation, "%lld", (long long)kop_meta_generation(def));
-    if (!list || !in->labels || ctf_update_version(def, in->version) != KOP_OK ||
+    if (gateway(in) && (err = ctf_gateway_check(in->cfg, st)) != KOP_OK) {
+        json_decref(list);
+        list = NULL;
+    } else if (!list || !in->labels || ctf_update_version(def, in->version) != KOP_OK ||
         !children(in, flag, list)) {
         kop_status_setf(st, 0, NULL, "Out of memory building the instance.");
         err = KOP_ENOMEM;
@@ -429,7 +479,8 @@ static kop_err build(struct inst *in, const json_t *def, const char *flag, json_
 kop_err ctf_build_children(const ctf_config *cfg, const json_t *def, const json_t *challenge,
                            const char *flag, json_t **out, kop_status *st)
 {
-    struct inst in = {.cfg = cfg, .spec = json_object_get(def, "spec"), .challenge = challenge};
+    struct inst in = {
+        .cfg = cfg, .def = def, .spec = json_object_get(def, "spec"), .challenge = challenge};
     kop_err err;
 
     if (!out)
@@ -466,7 +517,8 @@ kop_err ctf_build_pooled_children(const ctf_config *cfg, const json_t *def, cons
                                   const json_t *challenge, const char *flag, json_t **out,
                                   kop_status *st)
 {
-    struct inst in = {.cfg = cfg, .spec = json_object_get(def, "spec"), .challenge = challenge};
+    struct inst in = {
+        .cfg = cfg, .def = def, .spec = json_object_get(def, "spec"), .challenge = challenge};
     const char *ignored;
     kop_err err;
 
@@ -532,6 +584,12 @@ kop_err ctf_endpoints(const ctf_config *cfg, const json_t *def, const char *ns,
     if (!cfg || !ctf_nonempty(ns))
         return KOP_EINVAL;
     json_t *list = json_array();
+    if (list && ctf_gateway_on(cfg)) {
+        /* The gateway's hosts are the team's (ctf_gateway_endpoints): no port to wait for. */
+        *out = list;
+        *complete = true;
+        return KOP_OK;
+    }
     bool ok = list != NULL, all = true;
     json_array_foreach(expose, i, e)
     {

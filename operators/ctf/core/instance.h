@@ -42,7 +42,14 @@
  *   Service named after each pod with every port its containers declare
  *   (unless the pod declares none, or an exposure has the pod's name), so
  *   the pods of an instance reach each other by name; an Ingress per HTTP
- *   exposure when cfg->ingress_domain is set. Each Deployment is annotated
+ *   exposure when cfg->ingress_domain is set (and the gateway mode is off).
+ * In the gateway mode (core/gateway.h: cfg->gateway.domain set) every
+ * exposure's Service is ClusterIP, the quota allows no NodePort, the
+ * allow-exposed policies admit the gateway's pods only
+ * (ctf_gateway_peer), no Ingress is made, and a route per exposure comes
+ * last: a TLSRoute (TCP) or HTTPRoute (HTTP) named as the exposure, for
+ * the host ctf_gateway_host gives the Challenge's team (a warm instance
+ * has none until claimed). Each Deployment is annotated
  *   with the definition's version and generation (core/update.h). Every
  *   container without a readinessProbe gets a TCP one (every
  *   CTF_PROBE_PERIOD_S) on the port it is exposed on, else on its first
@@ -82,6 +89,8 @@ KOP_NODISCARD kop_err ctf_build_pooled_children(const ctf_config *cfg, const jso
  *  - HTTP with cfg->ingress_domain: "http://<host>" (ctf_ingress_host);
  *  - HTTP without: "http://<node_address>:<nodePort>";
  *  - TCP: "<node_address>:<nodePort>" (an IPv6 node address in brackets).
+ * In the gateway mode the list is empty and *complete true: the endpoints
+ * are the team's hosts (ctf_gateway_endpoints), and no port is waited for.
  * An exposure whose Service has no nodePort yet is left out and *complete
  * is set false; otherwise true. *out is a new array. KOP_EINVAL for bad
  * arguments, KOP_ENOMEM.

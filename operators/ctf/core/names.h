@@ -46,6 +46,26 @@
 #define CTF_NAMESPACE_HASH_LEN 12
 
 /*
+ * ctf_gateway: the gateway exposure mode (core/gateway.h), on when domain is
+ * set. Borrowed strings and key; NULL or 0 fields take the defaults named.
+ */
+typedef struct ctf_gateway {
+    const char *domain;         /* hosts are <id>.<domain>; NULL or "": the mode is off */
+    const char *namespace;      /* the Gateway's namespace (default "kopc-gateway") */
+    const char *name;           /* the Gateway's name (default "ctf") */
+    const char *tls_listener;   /* its TLS Terminate listener, for TLSRoutes (default "tls") */
+    const char *https_listener; /* its HTTPS listener, for HTTPRoutes (default "https") */
+    int port;                   /* the port participants connect to (default 443) */
+    const char *pod_namespace;  /* where the gateway's pods run (default: the Gateway's) */
+    const char *pod_selector;   /* "k=v,k2=v2" of those pods; NULL or "": every pod there */
+    const char *probe_address;  /* "host:port" the operator reaches the gateway at, to check
+                                 * that a host is served before Running (controller/probe.h);
+                                 * NULL or "": no probe, Running waits for Accepted only */
+    const unsigned char *key;   /* the host key (ctf_host_id), key_len bytes */
+    size_t key_len;
+} ctf_gateway;
+
+/*
  * ctf_config: operator settings that shape instances. Borrowed strings, all
  * optional.
  */
@@ -53,6 +73,7 @@ typedef struct ctf_config {
     const char *ingress_domain; /* NULL or "": HTTP exposures use NodePort */
     const char *node_address;   /* host in NodePort endpoints; NULL: "127.0.0.1" */
     const char *ingress_class;  /* Ingress spec.ingressClassName; NULL: cluster default */
+    ctf_gateway gateway;        /* the gateway mode; replaces NodePort and Ingress when on */
 } ctf_config;
 
 /*

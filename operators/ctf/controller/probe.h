@@ -1,0 +1,53 @@
+/*
+ * controller/probe.h - Running means served, in the gateway mode (probe.c):
+ * before an instance turns Running, the operator connects to the gateway
+ * (--gateway-probe-address) as a participant would, TLS with the
+ * instance's host as SNI, and checks that the instance answers, not the
+ * gateway: a gateway writes a route's Accepted before it applies its
+ * configuration (Traefik about 2-3 s before), so Accepted alone is not yet
+ * a served host.
+ */
+#ifndef CTF_CONTROLLER_PROBE_H
+#define CTF_CONTROLLER_PROBE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "core/names.h"
+
+/* At most this many probes (each a thread of its own) run at once; other hosts wait a turn. */
+#define CTF_PROBE_MAX_IN_FLIGHT 16
+
+/* ctf_probe_outcome: what ctf_gateway_served found. */
+typedef enum ctf_probe_outcome {
+    CTF_PROBE_OFF,     /* no probe address: Running waits for Accepted only */
+    CTF_PROBE_OK,      /* every host answered with its instance's bytes */
+    CTF_PROBE_NOT_YET, /* a host's probe runs, or it got the gateway's own answer: msg says */
+    CTF_PROBE_BUSY,    /* CTF_PROBE_MAX_IN_FLIGHT probes run already: look again soon */
+} ctf_probe_outcome;
+
+/*
+ * ctf_gateway_served tells whether each entry of eps (status.endpoints of
+ * the gateway mode: {type, host, ...}) is served through the gateway at
+ * cfg->gateway.probe_address, from probes run off the caller's thread: one
+ * connection per host (two when the answer is a 404 to compare with a host
+ * without a route), each bounded by about 2 s. Does not block: a host
+ * without a result gets its probe started (or waits a turn: CTF_PROBE_BUSY)
+ * and the call answers CTF_PROBE_NOT_YET; call again later (the result of a
+ * finished probe waits for the next call, a served one up to 3 s). msg (size
+ * bytes) says what the first host not served waits for or got. CTF_PROBE_OK
+ * once every host's probe found it served. Borrowed inputs; copies kept.
+ */
+ctf_probe_outcome ctf_gateway_served(const ctf_config *cfg, const json_t *eps, char *msg,
+                                     size_t size);
+
+/*
+ * ctf_probe_retry_ms: how long to wait before looking again at the probe of
+ * an instance whose Challenge is age_ms old: 200 ms in its first 30 s (the
+ * gateway usually serves within 3 s of Accepted), 1 s until 5 min, then 3 s.
+ */
+long ctf_probe_retry_ms(double age_ms);
+
+#endif /* CTF_CONTROLLER_PROBE_H */
