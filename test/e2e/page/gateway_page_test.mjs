@@ -7,8 +7,9 @@
 //     `openssl s_client -quiet -connect <host>:443 -servername <host>` and
 //     `remote("<host>", 443, ssl=True, sni="<host>")`, and no `nc` line; each
 //     Copy puts exactly its command in the clipboard. The HTTP instance's card
-//     links to https://<host>. Another team's host appears nowhere. A
-//     screenshot of the cards is kept (docs/page-gateway.png is one).
+//     links to https://<host>. Another team's host appears nowhere. On a
+//     phone the commands wrap inside the card. A screenshot of the cards is
+//     kept (docs/page-gateway.png is one).
 //   - The CTFd plugin's player view (integrations/ctfd/kopc_ctfd/assets/
 //     view.js and view.html): given what the plugin's route answers for the
 //     same instances (the operator's Instance view through mapping.player_view,
@@ -174,6 +175,20 @@ async function participantPage(context) {
     assert(!html.includes(OTHER_HOST), "another team's host is in the page");
     assert(problems.length === 0, problems.join('\n'));
     await page.screenshot({ path: path.join(ARTIFACTS, 'page-gateway.png'), fullPage: true });
+  });
+
+  await step('on a phone (390x844): the commands wrap inside the card, nothing wider than the screen', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    const wide = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert(wide <= 390, `the page is ${wide}px wide on a 390px screen`);
+    const cardBox = await card(TCP).boundingBox();
+    for (const code of await card(TCP).locator('.command code').all()) {
+      const b = await code.boundingBox();
+      assert(b && b.x >= cardBox.x && b.x + b.width <= cardBox.x + cardBox.width + 0.5,
+        `a command sticks out of its card (${JSON.stringify(b)} in ${JSON.stringify(cardBox)})`);
+    }
+    await card(TCP).screenshot({ path: path.join(ARTIFACTS, 'page-gateway-phone.png') });
+    await page.setViewportSize({ width: 1100, height: 900 });
   });
 }
 
