@@ -21,9 +21,17 @@
 #     operator restart (the key is in Secret kopc-system/ctf-gateway-host-key),
 #     another for another team;
 #   - a warm instance has no route; claimed, it gains its team's route and
-#     its pod is not restarted.
+#     its pod is not restarted;
+#   - in headless Chromium (test/e2e/page/gateway_page_test.mjs), the team's
+#     page shows for its TCP instance `ncat --ssl`, `openssl s_client` and the
+#     pwntools line with its own host, each Copy putting exactly that in the
+#     clipboard, and for its HTTP instance the link https://<host>; the CTFd
+#     plugin's player view shows the same (screenshots in $KOP_ARTIFACTS,
+#     default build/test-artifacts/gateway-page).
 #
-# Env: DEVCLUSTER, KUBECTL, OPERATOR (binaries), SRC (repo root), KOP_TEST_TMP.
+# Env: DEVCLUSTER, KUBECTL, OPERATOR (binaries), SRC (repo root), KOP_TEST_TMP;
+# optional CHROMIUM (default /usr/bin/chromium), NODE, KOP_ARTIFACTS. Needs
+# Chromium and test/e2e/page/node_modules (make test runs npm ci there).
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -32,6 +40,9 @@ DEVCLUSTER=${DEVCLUSTER:?}
 KUBECTL=${KUBECTL:?}
 OPERATOR=${OPERATOR:?}
 SRC=${SRC:?}
+CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+NODE=${NODE:-node}
+ARTIFACTS=${KOP_ARTIFACTS:-$SRC/build/test-artifacts/gateway-page}
 e2e_init ctf-gateway stop_processes
 op_pid=
 DOMAIN=ctf.test
@@ -221,6 +232,30 @@ wait_for 60 "warmnc-team-a waits for the gateway" message_has warmnc-team-a "wai
 gateway_says "$WARM" tlsroute tcp True
 wait_for 60 "warmnc-team-a Running once accepted" status_is warmnc-team-a Running
 ok "the warm instance had no route; claimed, it has team-a's ($HOST_C), the same pod, and runs once accepted"
+
+log "the participant page and the CTFd plugin's view in Chromium (test/e2e/page/gateway_page_test.mjs)"
+[ -x "$CHROMIUM" ] || fail "no Chromium at $CHROMIUM: tools/install-deps.sh installs the Debian package chromium"
+[ -f "$SRC/test/e2e/page/node_modules/playwright-core/package.json" ] ||
+    fail "test/e2e/page/node_modules is missing: run npm ci --prefix test/e2e/page (make test does)"
+gateway_says "$NS_A" tlsroute tcp True
+gateway_says "$NS_W" httproute "$web_route" True
+wait_for 60 "nc-team-a Running (its new route accepted)" status_is nc-team-a Running
+wait_for 60 "web-team-a Running once its route is accepted" status_is web-team-a Running
+# What the CTFd plugin's route answers for these instances: the API's view
+# through the plugin's mapping.player_view (the rest of CTFd is e2e_ctfd's).
+for c in nc web; do
+    api "/api/v1/teams/team-a/instances/$c" | PYTHONPATH="$SRC/integrations/ctfd/kopc_ctfd" python3 -c '
+import json, sys
+from mapping import player_view
+print(json.dumps({"success": True, "data": player_view(json.load(sys.stdin), sys.argv[1])}))' "$c" >"$WORK/ctfd-$c.json" ||
+        fail "the plugin's view of $c"
+done
+PAGE_URL="http://127.0.0.1:$API_PORT/" PAGE_TEAM=team-a PAGE_TOKEN="${TOKENS[team-a]}" \
+    PAGE_TCP=nc PAGE_TCP_HOST="$HOST_A" PAGE_HTTP=web PAGE_HTTP_HOST="$HOST_W" PAGE_OTHER_HOST="$HOST_B" \
+    PAGE_CTFD_TCP="$WORK/ctfd-nc.json" PAGE_CTFD_HTTP="$WORK/ctfd-web.json" PAGE_SRC="$SRC" \
+    PAGE_ARTIFACTS="$ARTIFACTS" CHROMIUM="$CHROMIUM" "$NODE" "$SRC/test/e2e/page/gateway_page_test.mjs" ||
+    fail "the page in the gateway mode (screenshots in $ARTIFACTS)"
+ok "the page and the CTFd view show ncat/openssl/pwntools with team-a's host (Copy exact) and https://$HOST_W"
 
 stop_operator
 forbidden=$(grep -c 'Forbidden' "$WORK/op.log" || true)

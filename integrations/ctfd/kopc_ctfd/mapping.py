@@ -1,9 +1,10 @@
 """mapping.py - the plugin's pure part: which kopc team a CTFd account is
 (and back), whether a player may use a challenge, what a kopc answer means
 in plain words (a flag check's included: correct, another team's flag,
-stopped on solve), what of an Instance a player sees, what is recorded
-of a shared flag, and the admin page's instance overview (its rows, filters
-and pages, and what a stop said). No Flask, no CTFd, no network: unit-tested by
+stopped on solve), what of an Instance a player sees (in kopc's gateway
+mode, each endpoint's host and port too), what is recorded of a shared
+flag, and the admin page's instance overview (its rows, filters and pages,
+and what a stop said). No Flask, no CTFd, no network: unit-tested by
 tests/test_mapping.py.
 
 The team mapping is by id, never by name: CTFd lets teams rename themselves
@@ -84,12 +85,21 @@ def player_view(instance, challenge):
     if not instance:
         return {"challenge": challenge, "state": "Stopped", "endpoints": [], "renewable": False}
     view = {k: instance.get(k) for k in PLAYER_FIELDS}
-    view["endpoints"] = [
-        {"name": e.get("name"), "type": e.get("type"), "address": e.get("address")}
-        for e in instance.get("endpoints") or []
-        if isinstance(e, dict)
-    ]
+    view["endpoints"] = [player_endpoint(e) for e in instance.get("endpoints") or [] if isinstance(e, dict)]
     return view
+
+
+def player_endpoint(e):
+    """One endpoint as a player sees it. In kopc's gateway mode it also has the
+    instance's own host and port (docs/api.md), passed on only when the host is
+    a DNS name and the port a port: the player's view builds commands of them."""
+    out = {"name": e.get("name"), "type": e.get("type"), "address": e.get("address")}
+    host, port = e.get("host"), e.get("port")
+    good_host = isinstance(host, str) and len(host) <= 253 and DNS_SUBDOMAIN.match(host) is not None
+    good_port = isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536
+    if good_host and good_port:
+        out["host"], out["port"] = host, port
+    return out
 
 
 # kopc's error codes (docs/api.md), said to a player. {message} is kopc's own

@@ -102,6 +102,32 @@ class PlayerView(unittest.TestCase):
         self.assertNotIn("namespace", v)
         self.assertNotIn("name", v)
 
+    def test_gateway_host_and_port(self):
+        inst = {
+            "state": "Running",
+            "endpoints": [
+                {"name": "tcp", "type": "TCP", "address": "abcdefghijklmnop.ctf.test:443",
+                 "host": "abcdefghijklmnop.ctf.test", "port": 443},
+                {"name": "http", "type": "HTTP", "address": "https://qrstuvwxyz234567.ctf.test",
+                 "host": "qrstuvwxyz234567.ctf.test", "port": 443},
+            ],
+        }
+        v = mapping.player_view(inst, "nc")
+        self.assertEqual(v["endpoints"][0], {"name": "tcp", "type": "TCP", "address": "abcdefghijklmnop.ctf.test:443",
+                                             "host": "abcdefghijklmnop.ctf.test", "port": 443})
+        self.assertEqual(v["endpoints"][1]["host"], "qrstuvwxyz234567.ctf.test")
+        self.assertEqual(v["endpoints"][1]["port"], 443)
+
+    def test_gateway_host_or_port_that_is_not_one_is_dropped(self):
+        for host in ('a.test"; rm -rf ~; "', "A.TEST", "-a.test", "a..test", "<b>x</b>.test", 7, None, "a" * 254):
+            e = {"name": "tcp", "type": "TCP", "address": "x:443", "host": host, "port": 443}
+            v = mapping.player_view({"endpoints": [e]}, "nc")
+            self.assertEqual(set(v["endpoints"][0]), {"name", "type", "address"}, host)
+        for port in ("443", 0, 65536, True, 4.5):
+            e = {"name": "tcp", "type": "TCP", "address": "a.test:443", "host": "a.test", "port": port}
+            v = mapping.player_view({"endpoints": [e]}, "nc")
+            self.assertEqual(set(v["endpoints"][0]), {"name", "type", "address"}, port)
+
 
 class Errors(unittest.TestCase):
     def err(self, code, message="m"):

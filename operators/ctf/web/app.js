@@ -38,6 +38,11 @@
   // The start of an instance's message once the organizers updated it.
   const UPDATED_NOTICE = 'updated to the new version';
 
+  // A host the gateway mode's commands are built from. It is put into shell
+  // and Python text, so only a DNS name (lower-case letters, digits, '-' and
+  // '.') is used; anything else is shown as plain text, no command made of it.
+  const DNS_NAME_RE = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$/;
+
   const STATE_LABELS = {
     Stopped: 'Not running',
     Starting: 'Starting…',
@@ -591,15 +596,76 @@
 
   function endpointItem(ep) {
     const label = el('span', { class: 'ep-name' }, ep.name || ep.type || 'endpoint');
+    if (isGateway(ep)) return gatewayItem(ep, label);
     if (ep.type === 'HTTP' && isWebUrl(ep.address)) {
       return el('li', { class: 'endpoint', 'data-endpoint': ep.address }, label,
         el('a', { href: ep.address, target: '_blank', rel: 'noopener noreferrer' }, ep.address));
     }
     const cmd = ep.type === 'TCP' ? ncCommand(ep.address) : ep.address;
     return el('li', { class: 'endpoint', 'data-endpoint': ep.address }, label,
-      el('code', {}, cmd),
-      el('button', { type: 'button', class: 'button small', 'data-action': 'copy', 'data-copy': cmd,
-        'aria-label': `Copy ${cmd}` }, 'Copy'));
+      el('code', {}, cmd), copyButton(cmd));
+  }
+
+  function copyButton(cmd) {
+    return el('button', { type: 'button', class: 'button small', 'data-action': 'copy', 'data-copy': cmd,
+      'aria-label': `Copy ${cmd}` }, 'Copy');
+  }
+
+  // The gateway mode (docs/api.md): an endpoint that carries `host`, the
+  // instance's own <id>.<domain>, and `port` (443) is reached through the
+  // gateway with TLS and that name as SNI.
+  function isGateway(ep) {
+    return ep.host !== undefined && ep.host !== null;
+  }
+
+  // gatewayTarget(ep): {host, port} when both are safe to build commands
+  // from, else null.
+  function gatewayTarget(ep) {
+    const port = ep.port === undefined || ep.port === null ? 443 : ep.port;
+    if (typeof ep.host !== 'string' || !DNS_NAME_RE.test(ep.host)) return null;
+    if (!Number.isInteger(port) || port < 1 || port > 65535) return null;
+    return { host: ep.host, port };
+  }
+
+  // gatewayCommands(host, port): what a participant types, per tool.
+  function gatewayCommands(host, port) {
+    return [
+      ['ncat', `ncat --ssl ${host} ${port}`],
+      ['openssl', `openssl s_client -quiet -connect ${host}:${port} -servername ${host}`],
+      ['pwntools', `remote("${host}", ${port}, ssl=True, sni="${host}")`],
+    ];
+  }
+
+  // unbroken('a -b c'): the words as spans a narrow card wraps between but
+  // never inside (so '-servername' is not split at its dash), spaces between.
+  function unbroken(cmd) {
+    const out = [];
+    cmd.split(' ').forEach((word, i) => {
+      if (i > 0) out.push(' ');
+      out.push(el('span', { class: 'word' }, word));
+    });
+    return out;
+  }
+
+  function gatewayItem(ep, label) {
+    const t = gatewayTarget(ep);
+    const item = el('li', { class: 'endpoint gateway', 'data-endpoint': ep.address || '' }, label);
+    if (!t) {
+      item.append(el('code', {}, String(ep.address || ep.host)));
+      return item;
+    }
+    item.dataset.host = t.host;
+    if (ep.type === 'HTTP') {
+      const url = `https://${t.host}${t.port === 443 ? '' : `:${t.port}`}`;
+      item.append(el('a', { href: url, target: '_blank', rel: 'noopener noreferrer' }, url));
+      return item;
+    }
+    item.append(el('span', { class: 'hint' }, `TLS on port ${t.port}, with any of:`),
+      el('ul', { class: 'commands', 'aria-label': `Connect to ${ep.name || 'the endpoint'}` },
+        ...gatewayCommands(t.host, t.port).map(([tool, cmd]) =>
+          el('li', { class: 'command', 'data-tool': tool },
+            el('span', { class: 'tool' }, tool), el('code', {}, ...unbroken(cmd)), copyButton(cmd)))));
+    return item;
   }
 
   function isWebUrl(address) {

@@ -35,6 +35,80 @@
     Stopping: ["Stopping", "bg-warning"],
   };
 
+  // A host the gateway commands are built from: it goes into shell and Python
+  // text, so only a DNS name is used; anything else is shown as plain text.
+  const KOPC_DNS_NAME = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$/;
+
+  function kopcGatewayTarget(e) {
+    const port = e.port === undefined || e.port === null ? 443 : e.port;
+    if (typeof e.host !== "string" || !KOPC_DNS_NAME.test(e.host)) return null;
+    if (!Number.isInteger(port) || port < 1 || port > 65535) return null;
+    return { host: e.host, port };
+  }
+
+  // kopcGatewayCommands: what a player types to reach a TCP instance through
+  // the gateway, per tool (the same lines as kopc's own page).
+  function kopcGatewayCommands(host, port) {
+    return [
+      ["ncat", "ncat --ssl " + host + " " + port],
+      ["openssl", "openssl s_client -quiet -connect " + host + ":" + port + " -servername " + host],
+      ["pwntools", 'remote("' + host + '", ' + port + ', ssl=True, sni="' + host + '")'],
+    ];
+  }
+
+  function kopcLink(url) {
+    const a = document.createElement("a");
+    a.href = url;
+    a.target = "_blank";
+    a.rel = "noopener noreferrer";
+    a.textContent = url;
+    return a;
+  }
+
+  // kopcCommand: one command line (text only, never HTML) with its Copy button.
+  function kopcCommand(tool, cmd) {
+    const line = document.createElement("div");
+    line.className = "kopc-command d-flex flex-wrap align-items-center gap-2 mb-1";
+    if (tool) {
+      line.dataset.tool = tool;
+      const label = document.createElement("span");
+      label.className = "kopc-tool text-muted small";
+      label.textContent = tool;
+      line.appendChild(label);
+    }
+    const code = document.createElement("code");
+    code.textContent = cmd;
+    line.appendChild(code);
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "kopc-copy btn btn-outline-secondary btn-sm py-0";
+    b.textContent = "Copy";
+    b.dataset.copy = cmd;
+    b.setAttribute("aria-label", "Copy " + cmd);
+    b.addEventListener("click", () => kopcCopy(cmd, b, code));
+    line.appendChild(b);
+    return line;
+  }
+
+  // kopcCopy: to the clipboard, or (no clipboard, e.g. CTFd over plain http)
+  // the text selected for Ctrl+C.
+  async function kopcCopy(text, button, code) {
+    try {
+      await navigator.clipboard.writeText(text);
+      button.textContent = "Copied";
+    } catch (_) {
+      const range = document.createRange();
+      range.selectNodeContents(code);
+      const sel = window.getSelection();
+      sel.removeAllRanges();
+      sel.addRange(range);
+      button.textContent = "Press Ctrl+C";
+    }
+    setTimeout(() => {
+      button.textContent = "Copy";
+    }, 2000);
+  }
+
   // kopcMount waits for the window's HTML (inserted after postRender) and starts the panel.
   function kopcMount(tries) {
     const el = document.getElementById("kopc-instance");
@@ -152,12 +226,17 @@
       badge.className = "kopc-state badge " + cls;
       badge.dataset.state = v.state;
 
+      // Rebuilt only when they change, so a refresh keeps a selection or "Copied".
       const eps = this.q(".kopc-endpoints");
-      eps.replaceChildren();
-      if (v.state === "Running") {
-        for (const e of v.endpoints || []) eps.appendChild(this.endpoint(e));
-      } else if (v.state === "Starting") {
-        eps.textContent = "Starting your instance; the connection details appear once it runs.";
+      const sig = JSON.stringify([v.state, v.endpoints || []]);
+      if (eps.dataset.sig !== sig) {
+        eps.dataset.sig = sig;
+        eps.replaceChildren();
+        if (v.state === "Running") {
+          for (const e of v.endpoints || []) eps.appendChild(this.endpoint(e));
+        } else if (v.state === "Starting") {
+          eps.textContent = "Starting your instance; the connection details appear once it runs.";
+        }
       }
       this.renderExpiry();
 
@@ -177,23 +256,42 @@
       b.disabled = this.busy;
     }
 
-    // endpoint: a link for HTTP, a copyable `nc host port` line for TCP.
+    // endpoint: a link for HTTP, a copyable `nc host port` line for TCP; in
+    // kopc's gateway mode (the entry has `host`, docs/api.md) the https link
+    // for HTTP and, for TCP, the TLS commands with the instance's own host.
     endpoint(e) {
       const row = document.createElement("div");
       row.className = "kopc-endpoint";
+      if (e.host !== undefined && e.host !== null) return this.gateway(e, row);
       if (e.type === "HTTP" && /^https?:\/\//.test(e.address || "")) {
-        const a = document.createElement("a");
-        a.href = e.address;
-        a.target = "_blank";
-        a.rel = "noopener";
-        a.textContent = e.address;
-        row.appendChild(a);
+        row.appendChild(kopcLink(e.address));
       } else {
-        const code = document.createElement("code");
         const i = (e.address || "").lastIndexOf(":");
-        code.textContent = i > 0 ? "nc " + e.address.slice(0, i) + " " + e.address.slice(i + 1) : e.address || "";
-        row.appendChild(code);
+        const cmd = i > 0 ? "nc " + e.address.slice(0, i) + " " + e.address.slice(i + 1) : e.address || "";
+        row.appendChild(kopcCommand(null, cmd));
       }
+      return row;
+    }
+
+    gateway(e, row) {
+      const t = kopcGatewayTarget(e);
+      row.classList.add("kopc-gateway");
+      if (!t) {
+        const code = document.createElement("code");
+        code.textContent = String(e.address || e.host);
+        row.appendChild(code);
+        return row;
+      }
+      row.dataset.host = t.host;
+      if (e.type === "HTTP") {
+        row.appendChild(kopcLink("https://" + t.host + (t.port === 443 ? "" : ":" + t.port)));
+        return row;
+      }
+      const hint = document.createElement("div");
+      hint.className = "text-muted small";
+      hint.textContent = "TLS on port " + t.port + ", with any of:";
+      row.appendChild(hint);
+      for (const [tool, cmd] of kopcGatewayCommands(t.host, t.port)) row.appendChild(kopcCommand(tool, cmd));
       return row;
     }
   }
