@@ -125,8 +125,8 @@ static void test_annotation_keeps_rolling(void **state)
     (void)state;
     static const char *betas[] = {
         "{'metadata':{'name':'e'},'spec':{'update':{'strategy':'Rolling','rolling':{}}}}",
-        "{'metadata':{'name':'f'},'spec':{'update':{'strategy':'Rolling',"
-        "'rolling':{'maxUnavailable':2,'maxSurge':1}}}}",
+        ("{'metadata':{'name':'f'},'spec':{'update':{'strategy':'Rolling',"
+         "'rolling':{'maxUnavailable':2,'maxSurge':1}}}}"),
         "{'metadata':{'name':'g','annotations':{'keep':'me'}},'spec':{'update':{'rolling':'odd'}}}",
         /* (Never annotations: {}, which the apiserver does not serve: an empty map is dropped.) */
         "{'metadata':{'name':'h','annotations':{'o':''}},'spec':{'update':{'rolling':null}}}",
@@ -252,8 +252,8 @@ static void test_update_parse_by_version(void **state)
     const char *bad[] = {
         "{'apiVersion':'ctf.kopc.io/v1beta1','spec':{'update':{'strategy':'Recreate','rolling':{}}}}",
         "{'apiVersion':'ctf.kopc.io/v1beta1','spec':{'update':{'strategy':'Rolling','rolling':3}}}",
-        "{'apiVersion':'ctf.kopc.io/v1beta1','spec':{'update':{'strategy':'Rolling',"
-        "'rolling':{'maxUnavailable':'0%'}}}}",
+        ("{'apiVersion':'ctf.kopc.io/v1beta1','spec':{'update':{'strategy':'Rolling',"
+         "'rolling':{'maxUnavailable':'0%'}}}}"),
     };
     for (size_t i = 0; i < LEN(bad); i++) {
         d = parse(bad[i]);

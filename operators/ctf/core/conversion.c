@@ -162,11 +162,11 @@ kop_err ctf_convert_definition(json_t *def, const char *from, const char *to, ko
                         from ? from : "(none)", to ? to : "(none)");
         return KOP_EINVAL;
     }
+    if (strcmp(from, to) == 0)
+        return KOP_OK;
     if (!json_is_object(def)) {
         kop_status_setf(st, 0, "Invalid", "a ChallengeDefinition must be a JSON object");
         return KOP_EINVAL;
     }
-    if (strcmp(from, to) == 0)
-        return KOP_OK;
     return strcmp(to, CTF_VERSION_BETA) == 0 ? to_beta(def, st) : to_alpha(def, st);
 }
