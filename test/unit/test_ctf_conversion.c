@@ -105,7 +105,8 @@ static void test_fixtures_round_trip(void **state)
                           "'spec':{'title':'r','pods':[{'name':'p','template':{'containers':[]}}],"
                           "'update':{'strategy':'Rolling','maxUnavailable':3,'x-new':true},"
                           "'x-later':{'deep':[1,2]}},"
-                          "'status':{'update':{'strategy':'Rolling','current':2},'pool':{'size':1}}}"};
+                          "'status':{'update':{'strategy':'Rolling','current':2},"
+                          "'pool':{'size':1}}}"};
     for (size_t i = 0; i < LEN(defs); i++) {
         round_trip(defs[i], ALPHA, BETA);
         /* And its v1beta1 form the other way. */
@@ -176,7 +177,7 @@ static void test_alpha_edit_merges(void **state)
     json_decref(a);
 }
 
-/* Hostile or odd objects: never a crash, never a read refused for what the apiserver could store. */
+/* Hostile or odd objects: never a crash, never a read refused for what could be stored. */
 static void test_hostile(void **state)
 {
     (void)state;
@@ -250,7 +251,8 @@ static void test_update_parse_by_version(void **state)
     assert_int_equal(v.percent, u.percent);
     json_decref(d);
     const char *bad[] = {
-        "{'apiVersion':'ctf.kopc.io/v1beta1','spec':{'update':{'strategy':'Recreate','rolling':{}}}}",
+        ("{'apiVersion':'ctf.kopc.io/v1beta1',"
+         "'spec':{'update':{'strategy':'Recreate','rolling':{}}}}"),
         "{'apiVersion':'ctf.kopc.io/v1beta1','spec':{'update':{'strategy':'Rolling','rolling':3}}}",
         ("{'apiVersion':'ctf.kopc.io/v1beta1','spec':{'update':{'strategy':'Rolling',"
          "'rolling':{'maxUnavailable':'0%'}}}}"),

@@ -116,7 +116,8 @@ kop_err ctf_update_parse(const json_t *def, ctf_update_spec *out, kop_status *st
     if ((beta ? rolling : unavailable) && u.strategy != CTF_UPDATE_ROLLING)
         return ctf_invalid(st, "%s is for the Rolling strategy only.", field);
     if (unavailable && !parse_unavailable(unavailable, &u))
-        return ctf_invalid(st, "%s%s must be a count from 1 to %d or a percentage from 1%% to 100%%.",
+        return ctf_invalid(st,
+                           "%s%s must be a count from 1 to %d or a percentage from 1%% to 100%%.",
                            field, beta ? ".maxUnavailable" : "", CTF_UPDATE_MAX_COUNT);
     if (out)
         *out = u;
