@@ -13,9 +13,11 @@
 #     back as v1alpha1 with every field kept; a v1beta1 one whose rolling
 #     v1alpha1 cannot hold reads as v1alpha1 with the annotation, and
 #     written back at v1alpha1 reads at v1beta1 as it was;
-#   - the operator restarted reads v1beta1; running instances keep their
-#     namespace, Deployments (not rolled) and definition version; v1beta1's
-#     CEL rule refuses rolling without Rolling;
+#   - the operator restarted (with --install-crds, which leaves CRDs that
+#     have v1beta1 alone) reads v1beta1 (and a v1beta1 patch of
+#     rolling.maxUnavailable); running instances keep their Deployments (uid,
+#     pod template: not rolled) and definition version; v1beta1's CEL rule
+#     refuses rolling without Rolling;
 #   - with the webhook down, the objects still stored as v1alpha1 cannot be
 #     listed at v1beta1 (they are stored in the other version); the
 #     migration (--migrate-storage, as config/migrate-storage's service
@@ -59,10 +61,11 @@ jcheck() {
     out=$(python3 - "$@") || fail "$out"
 }
 
+# start_operator [FLAGS...]
 start_operator() {
     : >"$WORK/op.log"
     "$OPERATOR" --kubeconfig "$WORK/operator.kubeconfig" --metrics-bind "127.0.0.1:$MP" --api-bind 0 \
-        --webhook-bind "127.0.0.1:$WP" --webhook-cert-dir "$WORK/certs" -v 1 >>"$WORK/op.log" 2>&1 &
+        --webhook-bind "127.0.0.1:$WP" --webhook-cert-dir "$WORK/certs" -v 1 "$@" >>"$WORK/op.log" 2>&1 &
     op_pid=$!
     wait_for 60 "operator ready (caches and webhook)" curl -sf "http://127.0.0.1:$MP/readyz"
 }
@@ -115,9 +118,9 @@ k get deploy -A -l ctf.kopc.io/challenge -o json >"$WORK/deploys-before.json"
 ok "v1alpha1 alone: the operator reads it, two instances Running, objects stored as v1alpha1"
 
 log "the CRDs upgraded (config/crd-v1beta1), conversion served by this operator"
-k kustomize "$SRC/config/crd-v1beta1" | k create --dry-run=client -o json -f - | python3 -c '
-import base64, json, sys
-o = json.load(sys.stdin)
+k kustomize "$SRC/config/crd-v1beta1" | python3 -c '
+import base64, json, sys, yaml
+o = {"apiVersion": "v1", "kind": "List", "items": [d for d in yaml.safe_load_all(sys.stdin) if d]}
 ca = base64.b64encode(open(sys.argv[1], "rb").read()).decode()
 for crd in o["items"]:
     crd["metadata"].pop("annotations", None)  # no cert-manager here: the CA is given
@@ -247,8 +250,14 @@ ok "rolling: {} reads at v1alpha1 with the annotation, and a v1alpha1 write-back
 
 log "the operator restarted reads v1beta1; running instances untouched"
 stop_operator
-start_operator
+# With --install-crds too: its built-in CRDs (v1alpha1 alone) must not undo the upgrade.
+k apply -f "$SRC/config/rbac/crd_installer_role.yaml" >/dev/null
+rbac_in_force patch customresourcedefinitions
+start_operator --install-crds
 reads_at v1beta1 || fail "the operator does not say it reads definitions at v1beta1"
+grep -q "CRD has v1beta1.*left as it is" "$WORK/op.log" || fail "--install-crds did not leave the v1beta1 CRDs alone"
+[ "$(k get crd $DEFS -o jsonpath='{.spec.versions[*].name}')" = "v1alpha1 v1beta1" ] ||
+    fail "--install-crds changed the versions: $(k get crd $DEFS -o jsonpath='{.spec.versions[*].name}')"
 challenge trip-team-c trip team-c | k apply -f - >/dev/null
 wait_for 90 "trip-team-c Running" status_is trip-team-c Running
 status_is nc-team-a Running && status_is roll-team-b Running || fail "an instance is no longer Running"
@@ -270,7 +279,7 @@ jcheck "$WORK/deploys-before.json" "$WORK/deploys-after.json" <<'EOF'
 import json, sys
 def index(p):
     return {(d["metadata"]["namespace"], d["metadata"]["name"]):
-            (d["metadata"]["uid"], d["metadata"]["generation"],
+            (d["metadata"]["uid"], json.dumps(d["spec"]["template"], sort_keys=True),
              d["metadata"].get("annotations", {}).get("ctf.kopc.io/definition-version"))
             for d in json.load(open(p))["items"]}
 before, after = index(sys.argv[1]), index(sys.argv[2])
@@ -278,7 +287,7 @@ bad = [f"{k}: {v} -> {after.get(k)}" for k, v in before.items() if after.get(k) 
 print("\n".join(bad) or "")
 sys.exit(1 if bad or not before else 0)
 EOF
-ok "read at v1beta1, the same Deployments (uid, generation, definition version): nothing rolled; v1beta1's CEL rule in force"
+ok "read at v1beta1, the same Deployments (uid, pod template, definition version): nothing rolled; v1beta1's CEL rule in force"
 
 log "storage migration"
 stop_operator

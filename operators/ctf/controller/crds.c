@@ -64,6 +64,28 @@ static bool established(kop_client *c, const char *name)
     return ok;
 }
 
+/*
+ * serves_beta tells whether the CRD name in the cluster already has v1beta1
+ * (config/conversion): the built-in CRDs have v1alpha1 alone, and applying
+ * them over it would take v1beta1 away (or be refused, once stored).
+ */
+static bool serves_beta(kop_client *c, const char *name)
+{
+    json_t *crd = NULL, *v;
+    size_t i;
+    kop_status st;
+    bool beta = false;
+    if (kop_get(c, &CRDS, NULL, name, &crd, &st) != KOP_OK)
+        return false;
+    json_array_foreach(json_object_get(json_object_get(crd, "spec"), "versions"), i, v)
+    {
+        if (kop_streq(json_string_value(json_object_get(v, "name")), CTF_VERSION_BETA))
+            beta = true;
+    }
+    json_decref(crd);
+    return beta;
+}
+
 kop_err ctf_install_crds(kop_client *c, kop_status *st)
 {
     kop_write_opts wo = {.field_manager = CTF_FIELD_MANAGER, .force = true};
@@ -74,6 +96,12 @@ kop_err ctf_install_crds(kop_client *c, kop_status *st)
             return KOP_EPARSE;
         }
         const char *name = kop_meta_name(crd);
+        if (serves_beta(c, name)) {
+            kop_log(KOP_LOG_INFO, "CRD has v1beta1 (config/conversion): left as it is",
+                    KOP_LOG_STR("name", name));
+            json_decref(crd);
+            continue;
+        }
         kop_patch_req req = {
             .target = {&CRDS, NULL, name}, .type = KOP_PATCH_APPLY, .patch = crd, .opts = wo};
         kop_err err = kop_patch_object(c, &req, NULL, st);

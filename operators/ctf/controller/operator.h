@@ -102,7 +102,8 @@ void ctf_webhook_free(ctf_webhook *w);
 
 /*
  * ctf_install_crds applies the CRDs compiled into the binary and waits until
- * they are Established (--install-crds).
+ * they are Established (--install-crds). A CRD that already has v1beta1
+ * (config/conversion) is left as it is: the built-in ones are v1alpha1's.
  */
 KOP_NODISCARD kop_err ctf_install_crds(kop_client *c, kop_status *st);
 
