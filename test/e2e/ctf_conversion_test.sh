@@ -18,8 +18,9 @@
 #     rolling.maxUnavailable); running instances keep their Deployments (uid,
 #     pod template: not rolled) and definition version; v1beta1's CEL rule
 #     refuses rolling without Rolling;
-#   - with the webhook down, the objects still stored as v1alpha1 cannot be
-#     listed at v1beta1 (they are stored in the other version); the
+#   - with the webhook down, a definition still stored as v1alpha1 (one
+#     outside the operator's --namespace, which nobody wrote since) cannot
+#     be read at v1beta1; the
 #     migration (--migrate-storage, as config/migrate-storage's service
 #     account) rewrites them without changing a generation and leaves
 #     status.storedVersions = [v1beta1]; then, webhook down, every
@@ -65,7 +66,8 @@ jcheck() {
 start_operator() {
     : >"$WORK/op.log"
     "$OPERATOR" --kubeconfig "$WORK/operator.kubeconfig" --metrics-bind "127.0.0.1:$MP" --api-bind 0 \
-        --webhook-bind "127.0.0.1:$WP" --webhook-cert-dir "$WORK/certs" -v 1 "$@" >>"$WORK/op.log" 2>&1 &
+        --webhook-bind "127.0.0.1:$WP" --webhook-cert-dir "$WORK/certs" --namespace ctf -v 1 "$@" \
+        >>"$WORK/op.log" 2>&1 &
     op_pid=$!
     wait_for 60 "operator ready (caches and webhook)" curl -sf "http://127.0.0.1:$MP/readyz"
 }
@@ -104,6 +106,17 @@ d.pop("status", None)
 d["spec"]["update"] = {"strategy": "Rolling", "maxUnavailable": 3}
 d["spec"]["points"] = 450
 print(json.dumps(d))' | k apply -f - >/dev/null || fail "the v1alpha1 definition roll was refused"
+# One outside the operator's --namespace: nobody but the migration ever
+# writes it, so it stays stored as v1alpha1 until then (every status write
+# of the operator stores a definition anew, at the storage version).
+k create namespace archive >/dev/null
+kc get chaldef web -o json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+d["metadata"] = {"name": "old-web", "namespace": "archive"}
+d.pop("status", None)
+d["spec"]["update"] = {"strategy": "Rolling", "maxUnavailable": "50%"}
+print(json.dumps(d))' | k apply -f - >/dev/null || fail "the v1alpha1 definition archive/old-web was refused"
 start_operator
 reads_at v1alpha1 || fail "the operator does not say it reads definitions at v1alpha1"
 challenge nc-team-a nc team-a | k apply -f - >/dev/null
@@ -291,11 +304,11 @@ ok "read at v1beta1, the same Deployments (uid, pod template, definition version
 
 log "storage migration"
 stop_operator
-if out=$(k get challengedefinitions.v1beta1.ctf.kopc.io -A 2>&1); then
-    fail "definitions listed at v1beta1 with the webhook down before the migration: $out"
+if out=$(k -n archive get challengedefinitions.v1beta1.ctf.kopc.io old-web 2>&1); then
+    fail "archive/old-web read at v1beta1 with the webhook down before the migration: $out"
 fi
 grep -qi "conversion webhook" <<<"$out" || fail "not a conversion failure: $out"
-ok "webhook down: the definitions still stored as v1alpha1 cannot be read at v1beta1 ($(tail -1 <<<"$out" | cut -c1-80)...)"
+ok "webhook down: archive/old-web, still stored as v1alpha1, cannot be read at v1beta1 ($(tail -1 <<<"$out" | cut -c1-70)...)"
 start_operator
 k apply -f "$SRC/config/migrate-storage/rbac.yaml" >/dev/null
 wait_for 60 "RBAC: the migration may update definitions" \
@@ -336,7 +349,9 @@ ok "--migrate-storage as config/migrate-storage's account: storedVersions [v1bet
 stop_operator
 k get challengedefinitions.v1beta1.ctf.kopc.io -A -o name >"$WORK/names" 2>&1 ||
     fail "webhook down, after the migration, definitions cannot be listed at v1beta1: $(cat "$WORK/names")"
-[ "$(wc -l <"$WORK/names")" -ge 6 ] || fail "listed: $(cat "$WORK/names")"
+[ "$(wc -l <"$WORK/names")" -ge 7 ] || fail "listed: $(cat "$WORK/names")"
+[ "$(k -n archive get challengedefinitions.v1beta1.ctf.kopc.io old-web -o jsonpath='{.spec.update.rolling.maxUnavailable}')" = 50% ] ||
+    fail "archive/old-web at v1beta1 after the migration"
 if out=$(k -n ctf get challengedefinitions.v1alpha1.ctf.kopc.io roll 2>&1); then
     fail "a v1alpha1 read succeeded with the conversion webhook down: $out"
 fi
