@@ -314,7 +314,7 @@ k apply -f "$SRC/config/migrate-storage/rbac.yaml" >/dev/null
 wait_for 60 "RBAC: the migration may update definitions" \
     k auth can-i update challengedefinitions.ctf.kopc.io --as=system:serviceaccount:kopc-system:kopc-ctf-migrate-storage -A
 wait_for 60 "RBAC: the migration may patch CRD status" \
-    k auth can-i patch customresourcedefinitions/status --subresource=status \
+    k auth can-i patch "customresourcedefinitions.apiextensions.k8s.io/$CHALS" --subresource=status \
     --as=system:serviceaccount:kopc-system:kopc-ctf-migrate-storage
 MIG_TOKEN=$(k -n kopc-system create token kopc-ctf-migrate-storage --duration=1h)
 SA_TOKEN=$MIG_TOKEN sa_kubeconfig "$WORK/migrate.kubeconfig"
