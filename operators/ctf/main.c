@@ -55,7 +55,10 @@ static const char usage_text[] =
     "                               0: no cap, for an API behind a reverse proxy)\n"
     "  --api-max-streams N          event streams in all, shared fairly (default 2048)\n"
     "  --install-crds               apply the operator's CRDs at start-up (needs the\n"
-    "                               crd_installer_role RBAC)\n";
+    "                               crd_installer_role RBAC)\n"
+    "  --migrate-storage            rewrite every ChallengeDefinition and Challenge at\n"
+    "                               its CRD's storage version, drop the others from\n"
+    "                               status.storedVersions, and exit (a Job's command)\n";
 
 /* parse_int reads a positive int flag value. */
 static bool parse_int(const char *v, int *out)
@@ -104,6 +107,11 @@ static int parse_args(int argc, char **argv, kop_manager_opts *mo, ctf_operator 
         const char *flag = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(flag, "--install-crds") == 0) {
             op->install_crds = true;
+            i++;
+            continue;
+        }
+        if (strcmp(flag, "--migrate-storage") == 0) {
+            op->migrate_storage = true;
             i++;
             continue;
         }
@@ -228,11 +236,20 @@ int main(int argc, char **argv)
     if (parse_args(argc, argv, &mo, &op, &ao, &key_secret))
         return 2;
     err = kop_manager_new(&mo, &op.mgr, &st);
+    if (!err && op.migrate_storage) {
+        err = ctf_migrate_storage(kop_manager_client(op.mgr), &st);
+        if (err)
+            fprintf(stderr, "ctf-operator: %s: %s\n", kop_strerror(err), st.message);
+        kop_manager_free(op.mgr);
+        return err ? 1 : 0;
+    }
     if (!err)
         err = setup_gateway(&op, ao.system_namespace, key_secret, &gateway_key, &gateway_key_len,
                             &st);
     if (!err && op.install_crds)
         err = ctf_install_crds(kop_manager_client(op.mgr), &st);
+    if (!err)
+        err = ctf_choose_versions(kop_manager_client(op.mgr), &st);
     if (!err)
         err = kop_recorder_new(kop_manager_client(op.mgr), "kopc-ctf", NULL, &op.events);
     if (!err)

@@ -14,6 +14,10 @@ template):
     through a Service whose targetPort is a port of the operator's
     container, and whose pods mount the certificate's Secret at the
     --webhook-cert-dir they are given;
+  - config/with-webhook's CRDs serve v1beta1 beside v1alpha1 and store
+    v1beta1; ChallengeDefinition's conversion calls /convert through the
+    same Service, with the CA cert-manager injects from the same
+    Certificate; config/default keeps v1alpha1 alone and no conversion;
   - the certificate: cert-manager's Certificate names the Service's DNS
     names and the configuration asks the cainjector for its CA; the
     chart's self-signed one verifies against the configuration's caBundle
@@ -125,6 +129,52 @@ def check_install(name, docs, system_ns, cert_manager):
             check(data.get("tls.key"), f"{name}: no tls.key")
 
 
+def crds(docs):
+    return {d["metadata"]["name"]: d for d in kinds(docs, "CustomResourceDefinition")}
+
+
+def check_conversion(name, docs, system_ns):
+    """v1beta1 stored beside v1alpha1; definitions converted by the operator's /convert,
+    through the validating webhook's Service, with the CA of its Certificate."""
+    by_name = crds(docs)
+    vwc = kinds(docs, "ValidatingWebhookConfiguration")[0]
+    svc = vwc["webhooks"][0]["clientConfig"]["service"]
+    for crd_name in ("challengedefinitions.ctf.kopc.io", "challenges.ctf.kopc.io"):
+        crd = by_name.get(crd_name)
+        if not check(crd, f"{name}: no CRD {crd_name}"):
+            continue
+        versions = {v["name"]: v for v in crd["spec"]["versions"]}
+        check(sorted(versions) == ["v1alpha1", "v1beta1"], f"{name}: {crd_name} versions {sorted(versions)}")
+        check(all(v["served"] for v in versions.values()), f"{name}: {crd_name}: a version not served")
+        stored = [v["name"] for v in versions.values() if v["storage"]]
+        check(stored == ["v1beta1"], f"{name}: {crd_name} stores {stored}")
+        conv = crd["spec"].get("conversion", {})
+        if crd_name.startswith("challenges."):
+            check(conv.get("strategy") == "None", f"{name}: Challenge conversion {conv}")
+            continue
+        check(conv.get("strategy") == "Webhook", f"{name}: ChallengeDefinition conversion {conv}")
+        ref = conv.get("webhook", {}).get("clientConfig", {}).get("service", {})
+        check(ref.get("path") == "/convert", f"{name}: conversion path {ref.get('path')}")
+        check((ref.get("namespace"), ref.get("name"), ref.get("port", 443)) ==
+              (svc["namespace"], svc["name"], svc.get("port", 443)),
+              f"{name}: conversion Service {ref} is not the webhook's {svc}")
+        check(conv["webhook"].get("conversionReviewVersions") == ["v1"], f"{name}: conversionReviewVersions")
+        ann = crd["metadata"].get("annotations", {}).get("cert-manager.io/inject-ca-from")
+        want = vwc["metadata"].get("annotations", {}).get("cert-manager.io/inject-ca-from")
+        check(ann and ann == want, f"{name}: the CRD's inject-ca-from {ann}, the webhook's {want}")
+        spec = versions["v1beta1"]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        check("maxUnavailable" in spec["update"]["properties"]["rolling"]["properties"] and
+              "maxUnavailable" not in spec["update"]["properties"],
+              f"{name}: v1beta1 update is not {{strategy, rolling: {{maxUnavailable}}}}")
+
+
+def one_version(name, docs):
+    for crd_name, crd in crds(docs).items():
+        names = [v["name"] for v in crd["spec"]["versions"]]
+        check(names == ["v1alpha1"] and "conversion" not in crd["spec"],
+              f"{name}: {crd_name} has versions {names} or a conversion (needs the webhook)")
+
+
 def no_webhook(name, docs):
     check(not kinds(docs, "ValidatingWebhookConfiguration"), f"{name}: has a webhook configuration")
     args = kinds(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -133,10 +183,13 @@ def no_webhook(name, docs):
 
 chart = os.path.join(SRC, "charts/kopc-ctf")
 helm = [HELM, "template", "ctf", chart, "-n", "ctf-system"]
-no_webhook("config/default", render([KUBECTL, "kustomize", os.path.join(SRC, "config/default")]))
+default = render([KUBECTL, "kustomize", os.path.join(SRC, "config/default")])
+no_webhook("config/default", default)
+one_version("config/default", default)
+with_webhook = render([KUBECTL, "kustomize", os.path.join(SRC, "config/with-webhook")])
+check_conversion("config/with-webhook", with_webhook, "kopc-system")
 no_webhook("the chart's defaults", render(helm))
-check_install("config/with-webhook", render([KUBECTL, "kustomize", os.path.join(SRC, "config/with-webhook")]),
-              "kopc-system", True)
+check_install("config/with-webhook", with_webhook, "kopc-system", True)
 check_install("the chart, self-signed", render(helm + ["--set", "webhook.enabled=true"]), "ctf-system", False)
 check_install("the chart, cert-manager served",
               render(helm + ["--set", "webhook.enabled=true", "--api-versions", "cert-manager.io/v1"]),

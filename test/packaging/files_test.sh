@@ -17,6 +17,8 @@
 #     (check_flightticket_counts.py);
 #   - docs/reliability.md's RBAC table states what config/rbac grants
 #     (check_rbac_doc.py);
+#   - config/conversion is what tools/crd-versions.py makes of config/crd/bases
+#     (the v1beta1 schema cannot drift from v1alpha1's);
 #   - the Challenge validating webhook as config/with-webhook and the chart
 #     render it (check_webhook_install.py): CREATE only, Fail fast, never
 #     the system namespaces, the path served, the certificate mounted and
@@ -52,6 +54,9 @@ for f in alerts.yaml grafana-dashboard.json; do copied "config/monitoring/$f" "c
 for f in role.yaml leader_election_role.yaml; do copied "config/rbac/$f" "charts/kopc-ctf/files/rbac/$f"; done
 ok "the chart's CRDs, RBAC rules and monitoring files are copies of config/"
 
+python3 tools/crd-versions.py --check || fail "config/conversion is stale: run tools/crd-versions.py"
+ok "config/conversion (v1beta1 beside v1alpha1) is what tools/crd-versions.py makes of config/crd/bases"
+
 python3 test/packaging/check_monitoring.py --source "$SRC" >/dev/null || fail "the alert rules or the dashboard"
 ok "alert rules and dashboard are well formed and use only registered metrics"
 
@@ -79,6 +84,7 @@ check include/kop/common.h "$(sed -n 's/^#define KOP_VERSION_STRING "\(.*\)"/\1/
 check "Chart.yaml version" "$(sed -n 's/^version: *//p' charts/kopc-ctf/Chart.yaml)"
 check "Chart.yaml appVersion" "$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' charts/kopc-ctf/Chart.yaml)"
 check "config/default newTag" "$(sed -n 's/^ *newTag: *//p' config/default/kustomization.yaml)"
+check "config/migrate-storage newTag" "$(sed -n 's/^ *newTag: *//p' config/migrate-storage/kustomization.yaml)"
 check "config/manager image" "$(sed -n 's#^ *image: ghcr.io/kopc/ctf-operator:\([^ ]*\).*#\1#p' config/manager/manager.yaml)"
 check "Makefile IMAGE" "$(sed -n 's#^IMAGE *?= *ghcr.io/kopc/ctf-operator:##p' Makefile)"
 check "CHANGELOG.md's first section" "$(grep -m1 '^## ' CHANGELOG.md | grep -o '[0-9][0-9.]*[0-9]' | head -1)"

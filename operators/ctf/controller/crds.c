@@ -6,7 +6,14 @@
  * CMake from those files, so the two can never disagree), converted to
  * JSON with libfyaml, server-side applied, and waited for until the
  * apiserver says Established: only then do the informers list Challenges.
+ *
+ * Also the CRDs' versions (docs/crd-versions.md): ctf_choose_versions
+ * reads ChallengeDefinitions at v1beta1 when the apiserver serves it, and
+ * ctf_migrate_storage (--migrate-storage, a one-shot run, e.g. a Job)
+ * rewrites every object so that it is stored at the storage version, then
+ * drops the older versions from the CRDs' status.storedVersions.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -14,6 +21,7 @@
 #include <libfyaml.h>
 
 #include "controller/operator.h"
+#include "core/conversion.h"
 
 /* From the generated crds_data.c. */
 extern const char *const ctf_crd_data[];
@@ -56,6 +64,28 @@ static bool established(kop_client *c, const char *name)
     return ok;
 }
 
+/*
+ * serves_beta tells whether the CRD name in the cluster already has v1beta1
+ * (config/conversion): the built-in CRDs have v1alpha1 alone, and applying
+ * them over it would take v1beta1 away (or be refused, once stored).
+ */
+static bool serves_beta(kop_client *c, const char *name)
+{
+    json_t *crd = NULL, *v;
+    size_t i;
+    kop_status st;
+    bool beta = false;
+    if (kop_get(c, &CRDS, NULL, name, &crd, &st) != KOP_OK)
+        return false;
+    json_array_foreach(json_object_get(json_object_get(crd, "spec"), "versions"), i, v)
+    {
+        if (kop_streq(json_string_value(json_object_get(v, "name")), CTF_VERSION_BETA))
+            beta = true;
+    }
+    json_decref(crd);
+    return beta;
+}
+
 kop_err ctf_install_crds(kop_client *c, kop_status *st)
 {
     kop_write_opts wo = {.field_manager = CTF_FIELD_MANAGER, .force = true};
@@ -66,6 +96,12 @@ kop_err ctf_install_crds(kop_client *c, kop_status *st)
             return KOP_EPARSE;
         }
         const char *name = kop_meta_name(crd);
+        if (serves_beta(c, name)) {
+            kop_log(KOP_LOG_INFO, "CRD has v1beta1 (config/conversion): left as it is",
+                    KOP_LOG_STR("name", name));
+            json_decref(crd);
+            continue;
+        }
         kop_patch_req req = {
             .target = {&CRDS, NULL, name}, .type = KOP_PATCH_APPLY, .patch = crd, .opts = wo};
         kop_err err = kop_patch_object(c, &req, NULL, st);
@@ -88,4 +124,130 @@ kop_err ctf_install_crds(kop_client *c, kop_status *st)
             return err;
     }
     return KOP_OK;
+}
+
+kop_err ctf_choose_versions(kop_client *c, kop_status *st)
+{
+    json_t *disc = NULL, *r;
+    size_t i;
+    kop_err err = kop_get_path(c, "/apis/ctf.kopc.io/" CTF_VERSION_BETA, &disc, st);
+    if (err == KOP_ENOTFOUND) {
+        kop_status_clear(st);
+        err = KOP_OK; /* only v1alpha1 is served: the CRDs of config/crd */
+    }
+    json_array_foreach(json_object_get(disc, "resources"), i, r)
+    {
+        if (kop_streq(json_string_value(json_object_get(r, "name")), "challengedefinitions"))
+            CTF_DEFINITIONS.version = CTF_VERSION_BETA;
+    }
+    json_decref(disc);
+    if (!err)
+        kop_log(KOP_LOG_INFO, "ChallengeDefinitions read at",
+                KOP_LOG_STR("version", CTF_DEFINITIONS.version));
+    return err;
+}
+
+/* ---- storage migration ---- */
+
+/* What one CRD's migration counts. */
+typedef struct migration {
+    kop_client *c;
+    kop_resource r; /* at the storage version */
+    int rewritten, gone;
+    kop_status *st;
+} migration;
+
+/*
+ * rewrite_page writes each object of a page back unchanged (a PUT with its
+ * resourceVersion): the apiserver encodes it at the storage version. A
+ * conflict means another writer stored it since, at the storage version
+ * too; a deleted object needs nothing.
+ */
+static kop_err rewrite_page(json_t *page, void *user)
+{
+    migration *m = user;
+    json_t *item;
+    size_t i;
+    json_array_foreach(json_object_get(page, "items"), i, item)
+    {
+        kop_status st;
+        kop_err err = kop_update_object(m->c, &(kop_write_req){.target = {&m->r, NULL, NULL},
+                                                                .object = item},
+                                        NULL, &st);
+        if (err == KOP_ECONFLICT || err == KOP_ENOTFOUND) {
+            m->gone++;
+            continue;
+        }
+        if (err) {
+            kop_status_setf(m->st, st.code, st.reason, "rewriting %s %s/%s: %s", m->r.kind,
+                            kop_meta_namespace(item), kop_meta_name(item), st.message);
+            return err;
+        }
+        m->rewritten++;
+    }
+    return KOP_OK;
+}
+
+/* storage_version returns the name of crd's version with storage true (borrowed), or NULL. */
+static const char *storage_version(const json_t *crd)
+{
+    json_t *v;
+    size_t i;
+    json_array_foreach(json_object_get(json_object_get(crd, "spec"), "versions"), i, v)
+    {
+        if (json_is_true(json_object_get(v, "storage")))
+            return json_string_value(json_object_get(v, "name"));
+    }
+    return NULL;
+}
+
+/* migrate_one migrates the CRD plural.ctf.kopc.io of kind. */
+static kop_err migrate_one(kop_client *c, const char *plural, const char *kind, kop_status *st)
+{
+    char name[128];
+    json_t *crd = NULL, *status = NULL;
+    snprintf(name, sizeof name, "%s.ctf.kopc.io", plural);
+    kop_err err = kop_get(c, &CRDS, NULL, name, &crd, st);
+    if (err)
+        goto out;
+    const char *storage = storage_version(crd);
+    json_t *stored = json_object_get(json_object_get(crd, "status"), "storedVersions");
+    if (!storage) {
+        kop_status_setf(st, 0, NULL, "CRD %s has no storage version", name);
+        err = KOP_EINVAL;
+        goto out;
+    }
+    if (json_array_size(stored) == 1 &&
+        kop_streq(json_string_value(json_array_get(stored, 0)), storage)) {
+        kop_log(KOP_LOG_INFO, "storage already migrated", KOP_LOG_STR("crd", name),
+                KOP_LOG_STR("version", storage));
+        goto out;
+    }
+    migration m = {.c = c, .r = {"ctf.kopc.io", storage, plural, kind, true}, .st = st};
+    err = kop_list_each(c, &(kop_list_req){.resource = &m.r, .fn = rewrite_page, .user = &m},
+                        NULL, st);
+    if (err)
+        goto out;
+    /* Every object is now stored at the storage version: the others can go. */
+    if (!(status = json_pack("{s:[s]}", "storedVersions", storage))) {
+        err = KOP_ENOMEM;
+        goto out;
+    }
+    err = kop_patch_status(c, &CRDS, crd, status, NULL, st);
+    if (!err)
+        kop_log(KOP_LOG_INFO, "storage migrated", KOP_LOG_STR("crd", name),
+                KOP_LOG_STR("version", storage), KOP_LOG_INT("rewritten", m.rewritten),
+                KOP_LOG_INT("written_or_deleted_meanwhile", m.gone));
+out:
+    json_decref(status);
+    json_decref(crd);
+    return err;
+}
+
+kop_err ctf_migrate_storage(kop_client *c, kop_status *st)
+{
+    kop_err err = migrate_one(c, "challengedefinitions", "ChallengeDefinition", st);
+    if (!err)
+        err = migrate_one(c, "challenges", "Challenge", st);
+    return err;
 }

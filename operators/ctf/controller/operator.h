@@ -48,6 +48,7 @@ typedef struct ctf_operator {
     int max_per_team;            /* --max-instances-per-team */
     int max_instances;           /* --max-instances */
     bool install_crds;           /* --install-crds */
+    bool migrate_storage;        /* --migrate-storage: migrate, then exit */
 
     kop_manager *mgr;
     kop_controller *ctl;
@@ -124,9 +125,29 @@ void ctf_webhook_free(ctf_webhook *w);
 
 /*
  * ctf_install_crds applies the CRDs compiled into the binary and waits until
- * they are Established (--install-crds).
+ * they are Established (--install-crds). A CRD that already has v1beta1
+ * (config/conversion) is left as it is: the built-in ones are v1alpha1's.
  */
 KOP_NODISCARD kop_err ctf_install_crds(kop_client *c, kop_status *st);
+
+/*
+ * ctf_choose_versions reads ChallengeDefinitions at v1beta1 (sets
+ * CTF_DEFINITIONS.version) when the apiserver serves it, else leaves
+ * v1alpha1: with v1beta1 the storage version, the operator's own lists and
+ * watches need no conversion (docs/crd-versions.md). Before any cache is
+ * made; an error when the apiserver cannot be asked.
+ */
+KOP_NODISCARD kop_err ctf_choose_versions(kop_client *c, kop_status *st);
+
+/*
+ * ctf_migrate_storage (--migrate-storage) rewrites every ChallengeDefinition
+ * and Challenge unchanged, so that each is stored at its CRD's storage
+ * version, then sets the CRD's status.storedVersions to that version
+ * alone. A CRD already so is skipped. Needs the conversion webhook up for
+ * objects stored in another version, and update on both resources and
+ * on customresourcedefinitions/status. Safe to run again after a failure.
+ */
+KOP_NODISCARD kop_err ctf_migrate_storage(kop_client *c, kop_status *st);
 
 /* ---- flag.c: a team's flag, from the definition and its key ---- */
 

@@ -9,7 +9,7 @@
 #include <kop/client.h>
 
 extern const kop_resource CTF_CHALLENGES;
-extern const kop_resource CTF_DEFINITIONS;
+extern kop_resource CTF_DEFINITIONS; /* version set by ctf_choose_versions */
 extern const kop_resource CTF_NAMESPACES;
 extern const kop_resource CTF_DEPLOYMENTS;
 extern const kop_resource CTF_PODS;

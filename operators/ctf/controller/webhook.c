@@ -34,6 +34,10 @@
  * update cannot change the answer) and the configuration sends nothing
  * else: DELETE is never intercepted, so the operator being down never
  * blocks a deletion (docs/operations.md, "The admission webhook").
+ *
+ * The same server answers the CRD conversion of ChallengeDefinitions
+ * between v1alpha1 and v1beta1 at /convert (core/conversion.c,
+ * docs/crd-versions.md): a pure function of each object, no cache read.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +45,7 @@
 
 #include "controller/operator.h"
 #include "controller/webhook.h"
+#include "core/conversion.h"
 
 /* How long the webhook's own read of a definition may take: a fraction of
  * the configuration's timeoutSeconds (5 s). */
@@ -143,6 +148,14 @@ static kop_err validate(kop_admission_request *req, kop_admission_response *resp
     return err;
 }
 
+/* convert_definition is the ChallengeDefinition converter (kop_conversion_fn). */
+static kop_err convert_definition(json_t *obj, const char *from, const char *to, kop_status *st,
+                                  void *user)
+{
+    (void)user;
+    return ctf_convert_definition(obj, from, to, st);
+}
+
 kop_err ctf_setup_webhook(ctf_operator *op, kop_status *st)
 {
     kop_webhook_server *srv = NULL;
@@ -170,6 +183,11 @@ kop_err ctf_setup_webhook(ctf_operator *op, kop_status *st)
                                                  .path = CTF_WEBHOOK_VALIDATE_CHALLENGE,
                                                  .handle = validate,
                                                  .user = w});
+    if (!err)
+        err = kop_webhook_add_converter(srv, &(kop_webhook_converter){
+                                                 .group = "ctf.kopc.io",
+                                                 .kind = "ChallengeDefinition",
+                                                 .convert = convert_definition});
 out:
     if (err) {
         ctf_webhook_free(w);

@@ -41,6 +41,7 @@
 
 #include <openssl/evp.h>
 
+#include "core/conversion.h"
 #include "core/definition.h"
 #include "core/json.h"
 #include "core/update.h"
@@ -94,8 +95,15 @@ kop_err ctf_update_parse(const json_t *def, ctf_update_spec *out, kop_status *st
         return KOP_OK;
     if (!json_is_object(update))
         return ctf_invalid(st, "spec.update must be an object.");
+    /* v1beta1 nests maxUnavailable under rolling (docs/crd-versions.md). */
+    bool beta = kop_streq(json_string_value(json_object_get(def, "apiVersion")),
+                          "ctf.kopc.io/" CTF_VERSION_BETA);
+    const char *field = beta ? "spec.update.rolling" : "spec.update.maxUnavailable";
+    const json_t *rolling = beta ? json_object_get(update, "rolling") : NULL;
+    if (rolling && !json_is_object(rolling))
+        return ctf_invalid(st, "spec.update.rolling must be an object.");
     const json_t *strategy = json_object_get(update, "strategy");
-    const json_t *unavailable = json_object_get(update, "maxUnavailable");
+    const json_t *unavailable = json_object_get(beta ? rolling : update, "maxUnavailable");
     if (strategy) {
         size_t i = 0;
         while (i < CTF_LEN(STRATEGIES) && !kop_streq(json_string_value(strategy), STRATEGIES[i]))
@@ -105,12 +113,12 @@ kop_err ctf_update_parse(const json_t *def, ctf_update_spec *out, kop_status *st
                                "spec.update.strategy must be OnNextStart, Rolling or Recreate.");
         u.strategy = (ctf_update_strategy)i;
     }
-    if (unavailable && u.strategy != CTF_UPDATE_ROLLING)
-        return ctf_invalid(st, "spec.update.maxUnavailable is for the Rolling strategy only.");
+    if ((beta ? rolling : unavailable) && u.strategy != CTF_UPDATE_ROLLING)
+        return ctf_invalid(st, "%s is for the Rolling strategy only.", field);
     if (unavailable && !parse_unavailable(unavailable, &u))
-        return ctf_invalid(st, "spec.update.maxUnavailable must be a count from 1 to %d or a "
-                               "percentage from 1%% to 100%%.",
-                           CTF_UPDATE_MAX_COUNT);
+        return ctf_invalid(st,
+                           "%s%s must be a count from 1 to %d or a percentage from 1%% to 100%%.",
+                           field, beta ? ".maxUnavailable" : "", CTF_UPDATE_MAX_COUNT);
     if (out)
         *out = u;
     return KOP_OK;

@@ -42,7 +42,10 @@ typedef struct ctf_update_spec {
  * one). KOP_EINVAL explained in st (reason InvalidDefinition; st may be
  * NULL) for a strategy other than the three, or a maxUnavailable that is
  * not an integer in [1, CTF_UPDATE_MAX_COUNT] nor a string "N%" with N in
- * [1, 100], or a maxUnavailable without Rolling.
+ * [1, 100], or a maxUnavailable without Rolling. The shape is the one of
+ * def's apiVersion: ctf.kopc.io/v1beta1 has maxUnavailable in
+ * spec.update.rolling (rolling itself only with Rolling), any other
+ * apiVersion (v1alpha1) in spec.update.
  */
 KOP_NODISCARD kop_err ctf_update_parse(const json_t *def, ctf_update_spec *out, kop_status *st);
 
