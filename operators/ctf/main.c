@@ -272,6 +272,8 @@ int main(int argc, char **argv)
                 KOP_LOG_STR("gateway", op.instance.gateway.name));
         err = kop_manager_run(op.mgr, &st);
     }
+    if (err == KOP_ECANCELED) /* SIGTERM before the start was through: a clean stop */
+        err = KOP_OK;
     if (err)
         fprintf(stderr, "ctf-operator: %s: %s\n", kop_strerror(err), st.message);
     if (err == KOP_ETIMEOUT)

@@ -13,6 +13,8 @@
  * rewrites every object so that it is stored at the storage version, then
  * drops the older versions from the CRDs' status.storedVersions.
  */
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,11 +128,50 @@ kop_err ctf_install_crds(kop_client *c, kop_status *st)
     return KOP_OK;
 }
 
+/*
+ * stopped_within waits up to ms for SIGTERM or SIGINT. kop_manager_new
+ * blocked both in every thread and only kop_manager_run takes them, so a
+ * wait before the run must look for them itself: true when one came.
+ */
+static bool stopped_within(long ms)
+{
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGINT);
+    sigaddset(&term, SIGTERM);
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    return sigtimedwait(&term, NULL, &ts) > 0;
+}
+
+/*
+ * beta_discovery asks discovery about v1beta1 until it answers: served
+ * (disc set), or not served (KOP_ENOTFOUND). No answer at all (no
+ * connection, TLS refused, 5xx) says nothing about the versions, so it is
+ * asked again with backoff, as the manager's own discovery check does,
+ * until a signal stops the start (KOP_ECANCELED).
+ */
+static kop_err beta_discovery(kop_client *c, json_t **disc, kop_status *st)
+{
+    long backoff_ms = 500;
+    for (;;) {
+        kop_err err = kop_get_path(c, "/apis/ctf.kopc.io/" CTF_VERSION_BETA, disc, st);
+        if (err == KOP_OK || err == KOP_ENOTFOUND)
+            return err;
+        kop_log(KOP_LOG_WARN, "discovery of the CRDs' versions failed, retrying", KOP_LOG_ERR(err),
+                KOP_LOG_STR("detail", st ? st->message : ""), KOP_LOG_INT("retry_ms", backoff_ms));
+        if (stopped_within(backoff_ms)) {
+            kop_status_setf(st, 0, NULL, "stopped before the apiserver answered discovery");
+            return KOP_ECANCELED;
+        }
+        backoff_ms = backoff_ms * 2 > 30000 ? 30000 : backoff_ms * 2;
+    }
+}
+
 kop_err ctf_choose_versions(kop_client *c, kop_status *st)
 {
     json_t *disc = NULL, *r;
     size_t i;
-    kop_err err = kop_get_path(c, "/apis/ctf.kopc.io/" CTF_VERSION_BETA, &disc, st);
+    kop_err err = beta_discovery(c, &disc, st);
     if (err == KOP_ENOTFOUND) {
         kop_status_clear(st);
         err = KOP_OK; /* only v1alpha1 is served: the CRDs of config/crd */

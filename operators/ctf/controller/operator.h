@@ -135,7 +135,9 @@ KOP_NODISCARD kop_err ctf_install_crds(kop_client *c, kop_status *st);
  * CTF_DEFINITIONS.version) when the apiserver serves it, else leaves
  * v1alpha1: with v1beta1 the storage version, the operator's own lists and
  * watches need no conversion (docs/crd-versions.md). Before any cache is
- * made; an error when the apiserver cannot be asked.
+ * made. An apiserver that does not answer (no connection, TLS refused,
+ * 5xx) is asked again with backoff up to 30 s, until SIGTERM or SIGINT
+ * (KOP_ECANCELED).
  */
 KOP_NODISCARD kop_err ctf_choose_versions(kop_client *c, kop_status *st);
 
