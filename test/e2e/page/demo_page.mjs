@@ -37,6 +37,11 @@ async function main() {
     await page.getByLabel('Team token').press('Enter');
     const card = page.locator(`[data-challenge="${CHALLENGE}"]`);
     await card.waitFor();
+    // A card still Stopping (an earlier run's instance going away) has no
+    // Create button yet: wait until it is Stopped, Starting or Running.
+    await page.locator(['Stopped', 'Starting', 'Running']
+      .map((s) => `[data-challenge="${CHALLENGE}"][data-state="${s}"]`).join(', '))
+      .first().waitFor({ timeout: LONG });
     const create = card.locator('[data-action="create"]');
     if (await create.count() === 1) await create.click();
     await page.locator(`[data-challenge="${CHALLENGE}"][data-state="Running"]`).waitFor({ timeout: LONG });
