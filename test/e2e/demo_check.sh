@@ -74,7 +74,13 @@ echo "  the card of web offers: $web_card"
 link=$(field "$web_card" 'j["links"][0]')
 curl_ca=()
 [[ $link != https://* ]] || curl_ca=(--cacert "$CA")
-path=$(curl -fsS "${curl_ca[@]}" "${link%/}/robots.txt" | awk '/^Disallow:/ { print $2 }')
+# Running promises an answer; a refused first connection is retried (and said).
+path=
+for i in $(seq 1 30); do
+    path=$(curl -fsS "${curl_ca[@]}" "${link%/}/robots.txt" | awk '/^Disallow:/ { print $2 }') && [ -n "$path" ] && break
+    echo "  try $i: no answer from $link/robots.txt yet" >&2
+    sleep 1
+done
 [ -n "$path" ] || fail "$link/robots.txt names no path"
 flag=$(curl -fsS "${curl_ca[@]}" "${link%/}$path" | grep -o 'flag{[^}]*}' | head -1)
 [ -n "$flag" ] || fail "$link$path holds no flag"
