@@ -196,9 +196,12 @@ SOAK_SECONDS ?= 3600
 soak: deps devcluster build
 	SOAK_SECONDS=$(SOAK_SECONDS) test/soak/soak.sh
 
-# The demo: devcluster, CRDs, RBAC, sample challenges, the CTF operator.
+# The demo: devcluster, CRDs, RBAC, sample challenges, the CTF operator;
+# instances behind the gateway (TLS, a host each), or by NodePort with
+# make run GATEWAY=0 (tools/demo.sh).
+GATEWAY ?= 1
 run: deps devcluster build
-	@tools/demo.sh start
+	@GATEWAY=$(GATEWAY) tools/demo.sh start
 
 stop:
 	@tools/demo.sh stop

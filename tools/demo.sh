@@ -5,17 +5,28 @@
 # challenges, the API's token Secrets, and the CTF operator running as its
 # own service account, serving the participant page on http://127.0.0.1:8080.
 # State lives in build/run/.
+#
+# By default (GATEWAY=1) every instance is reached through the devcluster's
+# gateway (Traefik, TLS on 127.0.0.1:P, one self-signed wildcard certificate
+# for *.$GATEWAY_DOMAIN) and the operator runs its gateway mode; GATEWAY=0
+# (make run GATEWAY=0) exposes instances by NodePort on the node's address.
+# The instances' hosts, <id>.ctf.localhost, resolve to 127.0.0.1 in browsers
+# and curl but not through glibc (ncat, openssl, Python), so the operator
+# gets --gateway-connect-address 127.0.0.1: the page's TCP commands dial
+# 127.0.0.1:P with the host as SNI, and work from this machine as shown.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=build/run
 DIR=$RUN/devcluster
 BIN=build/bin
 K="$BIN/kubectl --kubeconfig $DIR/kubeconfig"
+GATEWAY=${GATEWAY:-1}
+GATEWAY_DOMAIN=${GATEWAY_DOMAIN:-ctf.localhost}
 
 stop() {
     if [ -f "$RUN/ctf-operator.pid" ]; then
         kill -TERM "$(cat "$RUN/ctf-operator.pid")" 2>/dev/null || true
-        rm -f "$RUN/ctf-operator.pid"
+        rm -f "$RUN/ctf-operator.pid" "$RUN/ctf-operator.mode"
         echo "demo: ctf-operator stopped"
     fi
     [ ! -x "$BIN/devcluster" ] || "$BIN/devcluster" stop --dir "$DIR"
@@ -28,9 +39,22 @@ start() {
         echo "      a bridge, mounts, cgroups): run make run as root (docs/devcluster.md)" >&2
         exit 1
     fi
+    local gw=(--gateway=false) gw_port="" op_gw=()
+    [ "$GATEWAY" = 0 ] || gw=(--gateway-domain "$GATEWAY_DOMAIN")
     "$BIN/devcluster" status --dir "$DIR" >/dev/null 2>&1 ||
-        "$BIN/devcluster" start --dir "$DIR" --nodes 0 --real-nodes 1
+        "$BIN/devcluster" start --dir "$DIR" --nodes 0 --real-nodes 1 "${gw[@]}"
     node_ip=$($K get node real-node-0 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
+    if [ "$GATEWAY" != 0 ]; then
+        gw_port=$(gateway_port)
+        if [ -z "$gw_port" ] || [ "$(gateway_domain)" != "$GATEWAY_DOMAIN" ]; then
+            echo "demo: the running devcluster has no gateway for *.$GATEWAY_DOMAIN (started with GATEWAY=0?):" >&2
+            echo "      make stop, then make run again" >&2
+            exit 1
+        fi
+        op_gw=(--gateway-domain "$GATEWAY_DOMAIN" --gateway-port "$gw_port"
+            --gateway-probe-address "127.0.0.1:$gw_port" --gateway-connect-address 127.0.0.1)
+        echo "demo: the gateway (Traefik) serves *.$GATEWAY_DOMAIN on 127.0.0.1:$gw_port"
+    fi
     tools/images.sh "$DIR" greeter webflag >/dev/null
     echo "demo: sample challenge images built and pushed to the cluster's registry"
     $K apply -k config/crd >/dev/null
@@ -41,6 +65,8 @@ start() {
     tokens
     if [ -f "$RUN/ctf-operator.pid" ] && kill -0 "$(cat "$RUN/ctf-operator.pid")" 2>/dev/null; then
         echo "demo: ctf-operator already running (pid $(cat "$RUN/ctf-operator.pid"))"
+        [ "$(cat "$RUN/ctf-operator.mode" 2>/dev/null)" = "${op_gw[*]}" ] ||
+            echo "demo: it runs with other gateway settings than GATEWAY=$GATEWAY asks: make stop, then make run" >&2
     else
         token=$($K -n kopc-system create token kopc-ctf-operator --duration=24h)
         server=$($K config view --minify -o jsonpath='{.clusters[0].cluster.server}')
@@ -54,8 +80,9 @@ current-context: operator
 KC
         chmod 600 "$RUN/operator.kubeconfig"
         nohup "$BIN/ctf-operator" --kubeconfig "$RUN/operator.kubeconfig" --api-bind 127.0.0.1:8080 \
-            --node-address "$node_ip" >"$RUN/ctf-operator.log" 2>&1 &
+            --node-address "$node_ip" "${op_gw[@]}" >"$RUN/ctf-operator.log" 2>&1 &
         echo $! >"$RUN/ctf-operator.pid"
+        echo "${op_gw[*]}" >"$RUN/ctf-operator.mode"
         echo "demo: ctf-operator started as service account kopc-system/kopc-ctf-operator (log: $RUN/ctf-operator.log)"
     fi
     for _ in $(seq 1 60); do
@@ -70,10 +97,32 @@ and sign in with team-b's token (team-a's is in $RUN/tokens.txt, with the admin 
   $(secret_value ctf-team-tokens team-b)
 Press "Create server" on a challenge: it goes Starting -> Running with its
 endpoint; reload the page and it is still there; Extend it, Stop it.
+TXT
+    if [ "$GATEWAY" != 0 ]; then
+        cat <<TXT
+The challenges run for real on the node at $node_ip, reached through the gateway
+on 127.0.0.1:$gw_port (TLS; each instance has its own host <id>.$GATEWAY_DOMAIN,
+the SNI). "Echo Chamber" shows commands with Copy; run one here, e.g.
+  ncat --ssl --ssl-servername <id>.$GATEWAY_DOMAIN 127.0.0.1 $gw_port
+and it greets your team with its flag. "Robots Know" links to
+https://<id>.$GATEWAY_DOMAIN:$gw_port (browsers and curl take *.localhost to this
+machine), whose robots.txt gives the flag's path away.
+The certificate is self-signed by a CA that may vouch for *.$GATEWAY_DOMAIN only:
+  $PWD/$DIR/gateway/ca.crt
+To check it: ncat --ssl-verify --ssl-trustfile <that file>, openssl s_client
+-CAfile <that file> -verify_return_error, curl --cacert <that file>, pwntools
+remote(..., ssl_context=ssl.create_default_context(cafile=<that file>)), or
+import it in the browser as an authority. NodePorts instead: make stop; make run GATEWAY=0
+TXT
+    else
+        cat <<TXT
 The challenges run for real on the node at $node_ip: "Echo Chamber" shows an
 nc line (nc $node_ip PORT, or: busybox nc $node_ip PORT) that greets your team
 with its flag; "Robots Know" links to its page, whose robots.txt gives the
 flag's path away.
+TXT
+    fi
+    cat <<TXT
 
 Or from the shell:
   export KUBECONFIG=$PWD/$DIR/kubeconfig
@@ -85,6 +134,15 @@ Or from the shell:
   curl -s 127.0.0.1:9090/metrics | grep -E 'ctf_instances|ctf_api_requests_total'
 Stop everything with: make stop
 TXT
+}
+
+# gateway_port, gateway_domain: what the devcluster's state says of its
+# gateway (empty without one).
+gateway_port() {
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("gatewayPort") or "")' "$DIR/devcluster.json"
+}
+gateway_domain() {
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("gatewayDomain") or "")' "$DIR/devcluster.json"
 }
 
 # secret_value SECRET KEY: one value of a Secret in kopc-system, decoded.

@@ -35,6 +35,9 @@ static const char usage_text[] =
     "  --gateway-tls-listener NAME  its TLS Terminate listener, for TCP (default tls)\n"
     "  --gateway-https-listener NAME its HTTPS listener, for HTTP (default https)\n"
     "  --gateway-port N             the port participants connect to (default 443)\n"
+    "  --gateway-connect-address HOST the address participants connect to when <id>.DOMAIN\n"
+    "                               does not resolve to the gateway (e.g. 127.0.0.1 for a\n"
+    "                               demo): TCP commands dial HOST with <id>.DOMAIN as SNI\n"
     "  --gateway-pod-namespace NS   where the gateway's pods run: the only source the\n"
     "                               exposed ports admit (default: the Gateway's namespace)\n"
     "  --gateway-pod-selector K=V,.. those pods' labels (default: every pod of that namespace)\n"
@@ -136,6 +139,8 @@ static int parse_args(int argc, char **argv, kop_manager_opts *mo, ctf_operator 
             g->https_listener = v;
         else if (ok && strcmp(flag, "--gateway-port") == 0)
             ok = parse_port(v, &g->port);
+        else if (ok && strcmp(flag, "--gateway-connect-address") == 0)
+            g->connect_address = v;
         else if (ok && strcmp(flag, "--gateway-pod-namespace") == 0)
             g->pod_namespace = v;
         else if (ok && strcmp(flag, "--gateway-pod-selector") == 0)

@@ -202,6 +202,18 @@ static void test_endpoints(void **state)
     assert_int_equal(json_integer_value(at(eps, "1.port")), 8443);
     json_decref(eps);
 
+    /* A connect address: TCP addresses dial it, the host stays the SNI; HTTP keeps its host. */
+    p.gateway.connect_address = "127.0.0.1";
+    assert_int_equal(ctf_gateway_check(&p, &st), KOP_OK);
+    assert_int_equal(ctf_gateway_endpoints(&p, def, "team1", &eps, &st), KOP_OK);
+    assert_string_equal(json_string_value(at(eps, "1.address")), "127.0.0.1:8443");
+    assert_string_equal(json_string_value(at(eps, "1.host")), admin);
+    snprintf(want, sizeof want, "https://%s:8443", web);
+    assert_string_equal(json_string_value(at(eps, "0.address")), want);
+    json_decref(eps);
+    p.gateway.connect_address = "a b;rm -rf /";
+    assert_int_equal(ctf_gateway_check(&p, &st), KOP_EINVAL);
+
     /* ctf_endpoints waits for no NodePort in this mode. */
     bool complete = false;
     assert_int_equal(ctf_endpoints(&GATEWAY_CFG, def, "ctf-shop-x", NULL, &eps, &complete),

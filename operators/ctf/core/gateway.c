@@ -138,6 +138,14 @@ kop_err ctf_gateway_check(const ctf_config *cfg, kop_status *st)
         kop_status_setf(st, 0, NULL, "The gateway port %d is out of range.", g->port);
         return KOP_EINVAL;
     }
+    /* It goes into the commands the page builds (shell and Python text): a name, no more. */
+    if (ctf_nonempty(g->connect_address) &&
+        !kop_meta_is_valid_dns1123_subdomain(g->connect_address)) {
+        kop_status_setf(st, 0, NULL,
+                        "The gateway connect address \"%s\" is not a DNS name or IPv4 address.",
+                        g->connect_address);
+        return KOP_EINVAL;
+    }
     if (!g->key || g->key_len < CTF_HOST_KEY_MIN) {
         kop_status_setf(st, 0, NULL, "The gateway's host key must hold at least %d bytes.",
                         CTF_HOST_KEY_MIN);
@@ -197,7 +205,10 @@ kop_err ctf_gateway_endpoints(const ctf_config *cfg, const json_t *def, const ch
         if (is_http(e))
             snprintf(address, sizeof address, "https://%s%s", host, suffix);
         else
-            snprintf(address, sizeof address, "%s:%d", host, port);
+            snprintf(address, sizeof address, "%s:%d",
+                     ctf_nonempty(cfg->gateway.connect_address) ? cfg->gateway.connect_address
+                                                                : host,
+                     port);
         if (!ctf_push(list, json_pack("{s:s, s:s, s:s, s:s, s:i}", "name", name, "type",
                                       is_http(e) ? "HTTP" : "TCP", "address", address, "host",
                                       host, "port", port)))

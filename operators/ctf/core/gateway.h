@@ -67,7 +67,8 @@ void ctf_gateway_defaults(ctf_gateway *g);
 /*
  * ctf_gateway_check validates cfg's gateway settings once, at start-up: a
  * DNS domain, the Gateway's namespace and name and the listener names, a
- * port in 1..65535, a key of at least CTF_HOST_KEY_MIN bytes and a pod
+ * port in 1..65535, a connect address (when set) that is a DNS name or a
+ * dotted IPv4 address, a key of at least CTF_HOST_KEY_MIN bytes and a pod
  * selector of "key=value" pairs joined by ','. KOP_EINVAL explained in st.
  * KOP_OK when the mode is off.
  */
@@ -87,7 +88,8 @@ KOP_NODISCARD kop_err ctf_gateway_host(const ctf_config *cfg, const json_t *def,
  * ctf_gateway_endpoints returns in *out (a new array) status.endpoints of
  * team's instance of def in the gateway mode, one entry per exposure in
  * expose[] order: {name, type, address, host, port}, where address is
- * "<host>:<port>" for TCP and "https://<host>" (":<port>" unless 443) for
+ * "<host>:<port>" for TCP ("<connect_address>:<port>" when that is set: the
+ * host is then the SNI only) and "https://<host>" (":<port>" unless 443) for
  * HTTP. Errors as ctf_gateway_host; *out NULL then.
  */
 KOP_NODISCARD kop_err ctf_gateway_endpoints(const ctf_config *cfg, const json_t *def,

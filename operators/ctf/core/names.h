@@ -56,6 +56,10 @@ typedef struct ctf_gateway {
     const char *tls_listener;   /* its TLS Terminate listener, for TLSRoutes (default "tls") */
     const char *https_listener; /* its HTTPS listener, for HTTPRoutes (default "https") */
     int port;                   /* the port participants connect to (default 443) */
+    const char *connect_address; /* the address participants connect to, when <id>.<domain>
+                                  * does not resolve to the gateway (a demo on 127.0.0.1):
+                                  * TCP endpoints' address is "<it>:<port>", the host stays
+                                  * the SNI; NULL or "": the host itself */
     const char *pod_namespace;  /* where the gateway's pods run (default: the Gateway's) */
     const char *pod_selector;   /* "k=v,k2=v2" of those pods; NULL or "": every pod there */
     const char *probe_address;  /* "host:port" the operator reaches the gateway at, to check

@@ -618,17 +618,30 @@
     return ep.host !== undefined && ep.host !== null;
   }
 
-  // gatewayTarget(ep): {host, port} when both are safe to build commands
-  // from, else null.
+  // gatewayTarget(ep): {host, port, dial} when all are safe to build
+  // commands from, else null. dial is where to connect: the host, or for
+  // TCP the other name an address "<dial>:<port>" gives (the operator's
+  // --gateway-connect-address, when hosts do not resolve to the gateway).
   function gatewayTarget(ep) {
     const port = ep.port === undefined || ep.port === null ? 443 : ep.port;
     if (typeof ep.host !== 'string' || !DNS_NAME_RE.test(ep.host)) return null;
     if (!Number.isInteger(port) || port < 1 || port > 65535) return null;
-    return { host: ep.host, port };
+    let dial = ep.host;
+    const m = ep.type === 'TCP' && /^([^:]+):(\d+)$/.exec(String(ep.address || ''));
+    if (m && Number(m[2]) === port && DNS_NAME_RE.test(m[1])) dial = m[1];
+    return { host: ep.host, port, dial };
   }
 
-  // gatewayCommands(host, port): what a participant types, per tool.
-  function gatewayCommands(host, port) {
+  // gatewayCommands(host, port, dial): what a participant types, per tool;
+  // the host is the SNI, dialled itself unless dial says otherwise.
+  function gatewayCommands(host, port, dial) {
+    if (dial && dial !== host) {
+      return [
+        ['ncat', `ncat --ssl --ssl-servername ${host} ${dial} ${port}`],
+        ['openssl', `openssl s_client -quiet -connect ${dial}:${port} -servername ${host}`],
+        ['pwntools', `remote("${dial}", ${port}, ssl=True, sni="${host}")`],
+      ];
+    }
     return [
       ['ncat', `ncat --ssl ${host} ${port}`],
       ['openssl', `openssl s_client -quiet -connect ${host}:${port} -servername ${host}`],
@@ -662,7 +675,7 @@
     }
     item.append(el('span', { class: 'hint' }, `TLS on port ${t.port}, with any of:`),
       el('ul', { class: 'commands', 'aria-label': `Connect to ${ep.name || 'the endpoint'}` },
-        ...gatewayCommands(t.host, t.port).map(([tool, cmd]) =>
+        ...gatewayCommands(t.host, t.port, t.dial).map(([tool, cmd]) =>
           el('li', { class: 'command', 'data-tool': tool },
             el('span', { class: 'tool' }, tool), el('code', {}, ...unbroken(cmd)), copyButton(cmd)))));
     return item;

@@ -43,12 +43,24 @@
     const port = e.port === undefined || e.port === null ? 443 : e.port;
     if (typeof e.host !== "string" || !KOPC_DNS_NAME.test(e.host)) return null;
     if (!Number.isInteger(port) || port < 1 || port > 65535) return null;
-    return { host: e.host, port };
+    // A TCP address "<dial>:<port>" naming another than the host: where to
+    // connect, the host being the SNI (the operator's --gateway-connect-address).
+    let dial = e.host;
+    const m = e.type === "TCP" && /^([^:]+):(\d+)$/.exec(String(e.address || ""));
+    if (m && Number(m[2]) === port && KOPC_DNS_NAME.test(m[1])) dial = m[1];
+    return { host: e.host, port, dial };
   }
 
   // kopcGatewayCommands: what a player types to reach a TCP instance through
   // the gateway, per tool (the same lines as kopc's own page).
-  function kopcGatewayCommands(host, port) {
+  function kopcGatewayCommands(host, port, dial) {
+    if (dial && dial !== host) {
+      return [
+        ["ncat", "ncat --ssl --ssl-servername " + host + " " + dial + " " + port],
+        ["openssl", "openssl s_client -quiet -connect " + dial + ":" + port + " -servername " + host],
+        ["pwntools", 'remote("' + dial + '", ' + port + ', ssl=True, sni="' + host + '")'],
+      ];
+    }
     return [
       ["ncat", "ncat --ssl " + host + " " + port],
       ["openssl", "openssl s_client -quiet -connect " + host + ":" + port + " -servername " + host],
@@ -291,7 +303,7 @@
       hint.className = "text-muted small";
       hint.textContent = "TLS on port " + t.port + ", with any of:";
       row.appendChild(hint);
-      for (const [tool, cmd] of kopcGatewayCommands(t.host, t.port)) row.appendChild(kopcCommand(tool, cmd));
+      for (const [tool, cmd] of kopcGatewayCommands(t.host, t.port, t.dial)) row.appendChild(kopcCommand(tool, cmd));
       return row;
     }
   }
