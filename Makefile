@@ -29,6 +29,9 @@ PAGE_DIR   := test/e2e/page
 DEVCLUSTER := $(BIN)/devcluster
 KUBECTL    := $(BIN)/kubectl
 JOBS       ?= $(shell nproc)
+# Tests at once in the regular stage: two fake-node clusters side by side,
+# whatever the machine's size (real-node and integration tests run alone).
+TEST_JOBS  ?= 2
 GO         ?= go
 GO_MIN     := 1.26
 
@@ -167,17 +170,18 @@ test-unit: build build-asan
 	ctest --test-dir $(ASAN_DIR) -j $(JOBS) --output-on-failure
 
 test-e2e: build devcluster page-deps
-	ctest --test-dir $(CMAKE_DIR) -L 'integration|e2e' --output-on-failure
+	ctest --test-dir $(CMAKE_DIR) -j $(TEST_JOBS) -L 'integration|e2e' --output-on-failure
 
-# The sanitizer stage runs JOBS tests at once: its nine fuzz targets are each
+# The sanitizer stage runs JOBS tests at once: its fuzz targets are each
 # bounded by time (KOP_FUZZ_SECONDS), so side by side they take half the wall
-# time for the same seconds each. Cluster tests are RUN_SERIAL (test/CMakeLists.txt)
-# and still run alone.
+# time for the same seconds each. The regular stage runs TEST_JOBS at once:
+# fake-node e2e tests two at a time. Integration and real-node tests are
+# RUN_SERIAL (test/CMakeLists.txt) and run alone in both.
 test: deps devcluster build build-asan page-deps
 	@echo "make: sanitizer build (ASan + UBSan): unit tests and bounded fuzz runs"
 	ctest --test-dir $(ASAN_DIR) -j $(JOBS) --output-on-failure
 	@echo "make: regular build: unit, integration and e2e tests"
-	ctest --test-dir $(CMAKE_DIR) --output-on-failure
+	ctest --test-dir $(CMAKE_DIR) -j $(TEST_JOBS) --output-on-failure
 
 # The suite under load (tools/test-hog.sh, docs/reliability.md): make test on
 # a fresh clone of HEAD, HOG_RUNS times in a row with stress-ng --cpu 1 (or a

@@ -17,6 +17,7 @@
 # under `cluster-lock --real`, which holds every slot). One cluster is up at
 # a time.
 #
+# ctest: alone
 # Env: DEVCLUSTER, KUBECTL (binaries), SRC (repo root), KOP_TEST_TMP.
 set -euo pipefail
 # shellcheck source=lib.sh
