@@ -476,6 +476,95 @@ static bool wait_stop(kop_manager *m, long ms)
     return s;
 }
 
+/* ---- start-up steps retried (kop_manager_retry) ------------------------- */
+
+#define RETRY_FIRST_MS 500
+#define RETRY_MAX_MS 30000
+#define RETRY_SLICE_MS 250 /* how soon a kop_manager_stop is seen before run */
+
+/*
+ * start_retryable tells whether err is no answer about a start-up step:
+ * the apiserver not reached, or not yet willing (see kop_manager_retry).
+ */
+static bool start_retryable(kop_err err)
+{
+    switch (err) {
+    case KOP_EIO:
+    case KOP_ETLS:
+    case KOP_EEOF:
+    case KOP_ECREDENTIALS:
+    case KOP_EUNAUTHORIZED:
+    case KOP_EFORBIDDEN:
+    case KOP_EAPI:
+        return true;
+    default:
+        return kop_err_is_retryable(err);
+    }
+}
+
+/*
+ * retry_wait waits up to ms for a stop; true when stopping. While running,
+ * the signal thread turns signals into kop_manager_stop. Before, nobody
+ * takes SIGTERM and SIGINT (blocked since kop_manager_new), so they are
+ * taken here, in slices short enough to see a kop_manager_stop from
+ * another thread too, and recorded as a stop.
+ */
+static bool retry_wait(kop_manager *m, long ms)
+{
+    pthread_mutex_lock(&m->mu);
+    bool running = m->running;
+    pthread_mutex_unlock(&m->mu);
+    if (running)
+        return wait_stop(m, ms);
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGINT);
+    sigaddset(&term, SIGTERM);
+    for (long left = ms; left > 0 && !stop_requested(m); left -= RETRY_SLICE_MS) {
+        long slice = left < RETRY_SLICE_MS ? left : RETRY_SLICE_MS;
+        struct timespec ts = {slice / 1000, (slice % 1000) * 1000000L};
+        int sig = sigtimedwait(&term, NULL, &ts);
+        if (sig == SIGINT || sig == SIGTERM) {
+            kop_log(KOP_LOG_INFO, "signal received during start-up: stopping",
+                    KOP_LOG_INT("signal", sig));
+            kop_manager_stop(m);
+        }
+    }
+    return stop_requested(m);
+}
+
+kop_err kop_manager_retry(kop_manager *m, const char *what, kop_step_fn step, void *user,
+                          kop_status *st)
+{
+    kop_status local;
+    kop_status *s = st ? st : &local;
+    long backoff_ms = RETRY_FIRST_MS;
+
+    kop_status_clear(s);
+    if (!m || !step) {
+        kop_status_setf(s, 0, NULL, "kop_manager_retry: a manager and a step are required");
+        return KOP_EINVAL;
+    }
+    what = what ? what : "start-up step";
+    for (;;) {
+        if (stop_requested(m)) {
+            kop_status_setf(s, 0, NULL, "stopped before %s was done", what);
+            return KOP_ECANCELED;
+        }
+        kop_err err = step(user, s);
+        if (!start_retryable(err))
+            return err;
+        kop_log(KOP_LOG_WARN, "start-up step failed, retrying", KOP_LOG_STR("step", what),
+                KOP_LOG_ERR(err), KOP_LOG_STR("detail", s->message),
+                KOP_LOG_INT("retry_ms", backoff_ms));
+        if (retry_wait(m, backoff_ms)) {
+            kop_status_setf(s, 0, NULL, "stopped before %s was done", what);
+            return KOP_ECANCELED;
+        }
+        backoff_ms = backoff_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : backoff_ms * 2;
+    }
+}
+
 /* ---- HTTP: /metrics, /healthz, /readyz ------------------------------------ */
 
 static bool all_synced(kop_manager *m)
@@ -778,9 +867,12 @@ kop_err kop_manager_run(kop_manager *m, kop_status *st)
     bool waiter = false;
 
     kop_status_clear(st);
-    if (m->running)
-        return KOP_EINVAL;
+    pthread_mutex_lock(&m->mu); /* read by kop_manager_retry in any thread */
+    bool again = m->running;
     m->running = true;
+    pthread_mutex_unlock(&m->mu);
+    if (again)
+        return KOP_EINVAL;
     sigemptyset(&sw.set);
     sigaddset(&sw.set, SIGINT);
     sigaddset(&sw.set, SIGTERM); /* blocked since kop_manager_new */

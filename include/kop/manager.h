@@ -132,6 +132,27 @@ KOP_API KOP_NODISCARD kop_err kop_manager_recorder(kop_manager *m, kop_recorder 
 /* kop_manager_is_leader tells whether this manager may reconcile now. */
 KOP_API bool kop_manager_is_leader(kop_manager *m);
 
+/* A start-up step for kop_manager_retry: KOP_OK when done, else why not (in st). */
+typedef kop_err (*kop_step_fn)(void *user, kop_status *st);
+
+/*
+ * kop_manager_retry runs step until the apiserver has given it an answer,
+ * for the work an operator does before kop_manager_run (apply its CRDs,
+ * read or make a key Secret, ask discovery which version to read): a
+ * failure without an answer about the step (no connection, TLS refused,
+ * a timeout, 401/403 while RBAC or a token is being set up, 429, 5xx) is
+ * logged as a warning naming what and tried again after a backoff (0.5 s,
+ * doubling to 30 s), as an informer relists; any other result is
+ * returned: KOP_OK, an answer (KOP_ENOTFOUND, KOP_EINVALID, ...) or a
+ * local error (KOP_ENOMEM, KOP_EPARSE, ...). A stop during a backoff ends
+ * it with KOP_ECANCELED: kop_manager_stop, and before kop_manager_run
+ * SIGTERM or SIGINT too (they are blocked since kop_manager_new and no
+ * thread takes them yet; the signal is taken and recorded as a stop), so
+ * an operator told to stop while the apiserver is down exits cleanly.
+ */
+KOP_API KOP_NODISCARD kop_err kop_manager_retry(kop_manager *m, const char *what, kop_step_fn step,
+                                                void *user, kop_status *st);
+
 /*
  * A runnable is something the manager starts once its caches have synced
  * (and, with leader election, once it leads), stops at shutdown, waits for

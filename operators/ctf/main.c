@@ -184,6 +184,20 @@ static int parse_args(int argc, char **argv, kop_manager_opts *mo, ctf_operator 
     return 0;
 }
 
+/* The gateway's host key to load: the step kop_manager_retry runs. */
+struct key_step {
+    kop_client *c;
+    const char *ns, *secret;
+    unsigned char **key;
+    size_t *len;
+};
+
+static kop_err load_key(void *user, kop_status *st)
+{
+    struct key_step *k = user;
+    return ctf_gateway_key_load(k->c, k->ns, k->secret, k->key, k->len, st);
+}
+
 /*
  * setup_gateway: in the gateway mode, the host key is read (made when
  * absent, controller/gateway.c) into *key (owned) and the settings checked.
@@ -200,8 +214,8 @@ static kop_err setup_gateway(ctf_operator *op, const char *system_ns, const char
                 "gateway mode without --gateway-probe-address: Running means the gateway "
                 "accepted the routes, and it may serve them a few seconds later",
                 KOP_LOG_STR("gateway_domain", g->domain));
-    kop_err err = ctf_gateway_key_load(kop_manager_client(op->mgr), system_ns, secret, key,
-                                       key_len, st);
+    struct key_step k = {kop_manager_client(op->mgr), system_ns, secret, key, key_len};
+    kop_err err = kop_manager_retry(op->mgr, "loading the gateway's host key", load_key, &k, st);
     if (err)
         return err;
     g->key = *key;
@@ -252,9 +266,9 @@ int main(int argc, char **argv)
         err = setup_gateway(&op, ao.system_namespace, key_secret, &gateway_key, &gateway_key_len,
                             &st);
     if (!err && op.install_crds)
-        err = ctf_install_crds(kop_manager_client(op.mgr), &st);
+        err = ctf_install_crds(op.mgr, &st);
     if (!err)
-        err = ctf_choose_versions(kop_manager_client(op.mgr), &st);
+        err = ctf_choose_versions(op.mgr, &st);
     if (!err)
         err = kop_recorder_new(kop_manager_client(op.mgr), "kopc-ctf", NULL, &op.events);
     if (!err)

@@ -5,7 +5,9 @@
 # faults when told to. The operator runs as its service account.
 #   - TLS: behind a proxy whose certificate another CA signed, the operator
 #     refuses the connection: not one HTTP request passes, it never gets
-#     ready, it says why, and it does not crash.
+#     ready, it says why, and it does not crash; its start-up steps
+#     (--install-crds, the gateway mode's host key) are tried again with
+#     backoff, and SIGTERM meanwhile exits 0.
 #   - least privilege: a full lifecycle (leader election, --install-crds,
 #     Ingress exposure, the instance API's create, renew and delete, expiry,
 #     a dynamic flag) goes through the proxy, which records every request;
@@ -65,7 +67,7 @@ log "TLS: a certificate from another CA is refused"
 OP_METRICS[mitm]=$(free_port)
 OP_API[mitm]=$(free_port)
 "$OPERATOR" --kubeconfig "$WORK/evil.kubeconfig" --metrics-bind "127.0.0.1:${OP_METRICS[mitm]}" \
-    --api-bind "127.0.0.1:${OP_API[mitm]}" -v 1 >>"$WORK/mitm.log" 2>&1 &
+    --api-bind "127.0.0.1:${OP_API[mitm]}" --install-crds -v 1 >>"$WORK/mitm.log" 2>&1 &
 OP_PID[mitm]=$!
 # Refused, said why, then tried again after the refusal (its backoff), and
 # still refused: a condition, not a fixed wait (it was 15 s).
@@ -82,8 +84,22 @@ stats=$(proxy evil /stats)
 [ "$(jq_py 'd["requests"]' <<<"$stats")" = 0 ] || fail "HTTP requests passed a wrong certificate: $stats"
 grep -qiE 'certificate|SSL|TLS' "$WORK/mitm.log" || fail "the operator does not say why it cannot connect"
 grep -q 'Forbidden\|panic\|Assertion' "$WORK/mitm.log" && fail "unexpected failure in mitm.log"
-stop_op mitm TERM
-ok "a proxy whose certificate another CA signed gets a TLS refusal and no request"
+# Its first step, --install-crds, is what it retries (kop_manager_retry), and
+# SIGTERM in the middle of a backoff is a clean stop.
+grep -q 'start-up step failed, retrying step="installing the CRDs"' "$WORK/mitm.log" ||
+    fail "the operator did not retry installing its CRDs"
+stop_op_clean mitm
+ok "a proxy whose certificate another CA signed gets a TLS refusal and no request; --install-crds retried, SIGTERM exits 0"
+
+log "TLS: the gateway mode's host key is retried as well"
+"$OPERATOR" --kubeconfig "$WORK/evil.kubeconfig" --metrics-bind "127.0.0.1:${OP_METRICS[mitm]}" \
+    --api-bind "127.0.0.1:${OP_API[mitm]}" --gateway-domain ctf.test -v 1 >"$WORK/mitm-gw.log" 2>&1 &
+OP_PID[mitm]=$!
+key_retried() { [ "$(grep -c 'start-up step failed, retrying step="loading the gateway.s host key"' "$WORK/mitm-gw.log")" -ge 2 ]; }
+wait_for 90 "the operator tried to load the gateway's host key twice" key_retried
+op_alive mitm || fail "the operator died loading the host key through a wrong certificate"
+stop_op_clean mitm
+ok "the host key's load is tried again with backoff, and SIGTERM exits 0"
 
 log "least privilege: a full lifecycle through the recording proxy"
 ADMIN_TOKEN=$(openssl rand -hex 24)

@@ -13,7 +13,6 @@
  * rewrites every object so that it is stored at the storage version, then
  * drops the older versions from the CRDs' status.storedVersions.
  */
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,90 +87,84 @@ static bool serves_beta(kop_client *c, const char *name)
     return beta;
 }
 
-kop_err ctf_install_crds(kop_client *c, kop_status *st)
+/* One CRD to apply and see Established: the step kop_manager_retry runs. */
+struct crd_step {
+    kop_client *c;
+    json_t *crd; /* the built-in CRD, borrowed */
+};
+
+/*
+ * apply_crd applies one built-in CRD (unless the cluster's has v1beta1)
+ * and waits until it is Established. An apiserver gone in the middle
+ * makes it fail with its error, and kop_manager_retry runs it again.
+ */
+static kop_err apply_crd(void *user, kop_status *st)
 {
-    kop_write_opts wo = {.field_manager = CTF_FIELD_MANAGER, .force = true};
-    for (size_t i = 0; i < ctf_crd_count; i++) {
-        json_t *crd = yaml_to_json(ctf_crd_data[i]);
-        if (!crd) {
+    struct crd_step *s = user;
+    const char *name = kop_meta_name(s->crd);
+    if (serves_beta(s->c, name)) {
+        kop_log(KOP_LOG_INFO, "CRD has v1beta1 (config/conversion): left as it is",
+                KOP_LOG_STR("name", name));
+        return KOP_OK;
+    }
+    kop_patch_req req = {.target = {&CRDS, NULL, name},
+                         .type = KOP_PATCH_APPLY,
+                         .patch = s->crd,
+                         .opts = {.field_manager = CTF_FIELD_MANAGER, .force = true}};
+    kop_err err = kop_patch_object(s->c, &req, NULL, st);
+    long waited = 0;
+    while (!err && !established(s->c, name) && waited < ESTABLISHED_WAIT_MS) {
+        struct timespec ts = {0, 250 * 1000000L};
+        nanosleep(&ts, NULL);
+        waited += 250;
+    }
+    if (!err && waited >= ESTABLISHED_WAIT_MS) {
+        kop_status_setf(st, 0, NULL, "CRD %s not Established after 60 s", name);
+        err = KOP_ETIMEOUT;
+    }
+    if (!err)
+        kop_log(KOP_LOG_INFO, "CRD installed", KOP_LOG_STR("name", name));
+    return err;
+}
+
+kop_err ctf_install_crds(kop_manager *m, kop_status *st)
+{
+    kop_err err = KOP_OK;
+    for (size_t i = 0; !err && i < ctf_crd_count; i++) {
+        struct crd_step s = {kop_manager_client(m), yaml_to_json(ctf_crd_data[i])};
+        if (!s.crd) {
             kop_status_setf(st, 0, NULL, "built-in CRD %zu is not valid YAML", i);
             return KOP_EPARSE;
         }
-        const char *name = kop_meta_name(crd);
-        if (serves_beta(c, name)) {
-            kop_log(KOP_LOG_INFO, "CRD has v1beta1 (config/conversion): left as it is",
-                    KOP_LOG_STR("name", name));
-            json_decref(crd);
-            continue;
-        }
-        kop_patch_req req = {
-            .target = {&CRDS, NULL, name}, .type = KOP_PATCH_APPLY, .patch = crd, .opts = wo};
-        kop_err err = kop_patch_object(c, &req, NULL, st);
-        if (!err) {
-            long waited = 0;
-            while (!established(c, name) && waited < ESTABLISHED_WAIT_MS) {
-                struct timespec ts = {0, 250 * 1000000L};
-                nanosleep(&ts, NULL);
-                waited += 250;
-            }
-            if (waited >= ESTABLISHED_WAIT_MS) {
-                kop_status_setf(st, 0, NULL, "CRD %s not Established after 60 s", name);
-                err = KOP_ETIMEOUT;
-            }
-        }
-        if (!err)
-            kop_log(KOP_LOG_INFO, "CRD installed", KOP_LOG_STR("name", name));
-        json_decref(crd);
-        if (err)
-            return err;
+        err = kop_manager_retry(m, "installing the CRDs", apply_crd, &s, st);
+        json_decref(s.crd);
     }
-    return KOP_OK;
+    return err;
 }
 
 /*
- * stopped_within waits up to ms for SIGTERM or SIGINT. kop_manager_new
- * blocked both in every thread and only kop_manager_run takes them, so a
- * wait before the run must look for them itself: true when one came.
+ * beta_discovery asks discovery about v1beta1: served (*disc set), or not
+ * (KOP_ENOTFOUND), both answers; no answer at all (no connection, TLS
+ * refused, 5xx) says nothing about the versions, and kop_manager_retry
+ * asks again.
  */
-static bool stopped_within(long ms)
+struct discovery_query {
+    kop_client *c;
+    json_t **disc; /* the answer, owned by the caller */
+};
+
+static kop_err beta_discovery(void *user, kop_status *st)
 {
-    sigset_t term;
-    sigemptyset(&term);
-    sigaddset(&term, SIGINT);
-    sigaddset(&term, SIGTERM);
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    return sigtimedwait(&term, NULL, &ts) > 0;
+    struct discovery_query *q = user;
+    return kop_get_path(q->c, "/apis/ctf.kopc.io/" CTF_VERSION_BETA, q->disc, st);
 }
 
-/*
- * beta_discovery asks discovery about v1beta1 until it answers: served
- * (disc set), or not served (KOP_ENOTFOUND). No answer at all (no
- * connection, TLS refused, 5xx) says nothing about the versions, so it is
- * asked again with backoff, as the manager's own discovery check does,
- * until a signal stops the start (KOP_ECANCELED).
- */
-static kop_err beta_discovery(kop_client *c, json_t **disc, kop_status *st)
-{
-    long backoff_ms = 500;
-    for (;;) {
-        kop_err err = kop_get_path(c, "/apis/ctf.kopc.io/" CTF_VERSION_BETA, disc, st);
-        if (err == KOP_OK || err == KOP_ENOTFOUND)
-            return err;
-        kop_log(KOP_LOG_WARN, "discovery of the CRDs' versions failed, retrying", KOP_LOG_ERR(err),
-                KOP_LOG_STR("detail", st ? st->message : ""), KOP_LOG_INT("retry_ms", backoff_ms));
-        if (stopped_within(backoff_ms)) {
-            kop_status_setf(st, 0, NULL, "stopped before the apiserver answered discovery");
-            return KOP_ECANCELED;
-        }
-        backoff_ms = backoff_ms * 2 > 30000 ? 30000 : backoff_ms * 2;
-    }
-}
-
-kop_err ctf_choose_versions(kop_client *c, kop_status *st)
+kop_err ctf_choose_versions(kop_manager *m, kop_status *st)
 {
     json_t *disc = NULL, *r;
     size_t i;
-    kop_err err = beta_discovery(c, &disc, st);
+    struct discovery_query q = {kop_manager_client(m), &disc};
+    kop_err err = kop_manager_retry(m, "discovery of the CRDs' versions", beta_discovery, &q, st);
     if (err == KOP_ENOTFOUND) {
         kop_status_clear(st);
         err = KOP_OK; /* only v1alpha1 is served: the CRDs of config/crd */

@@ -127,8 +127,10 @@ void ctf_webhook_free(ctf_webhook *w);
  * ctf_install_crds applies the CRDs compiled into the binary and waits until
  * they are Established (--install-crds). A CRD that already has v1beta1
  * (config/conversion) is left as it is: the built-in ones are v1alpha1's.
+ * Each CRD is tried again (kop_manager_retry) while the apiserver does
+ * not answer; SIGTERM or SIGINT meanwhile: KOP_ECANCELED.
  */
-KOP_NODISCARD kop_err ctf_install_crds(kop_client *c, kop_status *st);
+KOP_NODISCARD kop_err ctf_install_crds(kop_manager *m, kop_status *st);
 
 /*
  * ctf_choose_versions reads ChallengeDefinitions at v1beta1 (sets
@@ -136,10 +138,10 @@ KOP_NODISCARD kop_err ctf_install_crds(kop_client *c, kop_status *st);
  * v1alpha1: with v1beta1 the storage version, the operator's own lists and
  * watches need no conversion (docs/crd-versions.md). Before any cache is
  * made. An apiserver that does not answer (no connection, TLS refused,
- * 5xx) is asked again with backoff up to 30 s, until SIGTERM or SIGINT
- * (KOP_ECANCELED).
+ * 5xx) is asked again (kop_manager_retry: backoff up to 30 s), until
+ * SIGTERM or SIGINT (KOP_ECANCELED).
  */
-KOP_NODISCARD kop_err ctf_choose_versions(kop_client *c, kop_status *st);
+KOP_NODISCARD kop_err ctf_choose_versions(kop_manager *m, kop_status *st);
 
 /*
  * ctf_migrate_storage (--migrate-storage) rewrites every ChallengeDefinition
