@@ -140,7 +140,8 @@ print(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))' \
 }
 
 # operator_on TAG: the Deployment rolled out at TAG, every operator pod at
-# TAG and Ready on the real node, one of them leading; LEADER is its pod.
+# TAG and Ready on the real node, one of them (not one on its way out)
+# leading; LEADER is its pod.
 operator_on() {
     local tag=$1 images=
     k -n kopc-system rollout status deploy/kopc-ctf-operator --timeout=300s >/dev/null ||
@@ -155,7 +156,7 @@ operator_on() {
     leads_now() {
         LEADER=$(k -n kopc-system get lease kopc-ctf-operator -o jsonpath='{.spec.holderIdentity}') &&
             LEADER=${LEADER%%_*} &&
-            [ "$(k -n kopc-system get pod "$LEADER" -o jsonpath='{.spec.containers[0].image}')" = "$OP_IMAGE:$tag" ] &&
+            [ "$(k -n kopc-system get pod "$LEADER" -o jsonpath='{.spec.containers[0].image}/{.metadata.deletionTimestamp}')" = "$OP_IMAGE:$tag/" ] &&
             k -n kopc-system logs "$LEADER" | grep -q 'became leader'
     }
     wait_for 120 "a pod at $tag to lead" leads_now
@@ -269,7 +270,6 @@ rolling=$(k -n ctf get challengedefinitions.v1beta1.ctf.kopc.io upgrade -o jsonp
     fail "the conversion webhook in the cluster did not answer"
 [ "$rolling" = 5 ] || fail "update.rolling.maxUnavailable at v1beta1: $rolling"
 k -n kopc-system rollout restart deploy/kopc-ctf-operator >/dev/null
-sleep 1 # the restart annotation reaches the Deployment controller; rollout status waits for it
 operator_on "$NEW_TAG"
 k -n kopc-system logs "$LEADER" | grep -q 'ChallengeDefinitions read at.*v1beta1' || fail "the restarted leader does not read v1beta1"
 reconciled_all
