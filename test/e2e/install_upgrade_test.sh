@@ -166,7 +166,7 @@ operator_on() {
 # reconciles as there are Challenges: it has looked at every one (its
 # informer lists them all at start); only then does "untouched" mean anything.
 reconciled_all() {
-    local n count
+    local n
     n=$(k -n ctf get $CHALS -o name | wc -l)
     count() {
         k get --raw "/api/v1/namespaces/kopc-system/pods/http:$LEADER:9090/proxy/metrics" 2>/dev/null |
