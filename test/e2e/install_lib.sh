@@ -42,10 +42,10 @@ install_stop_forward() {
     [ -n "$PF_PID" ] && kill "$PF_PID" 2>/dev/null || true
 }
 
-# real_cluster: a devcluster with one real node and the images the
-# operator and the samples run.
+# real_cluster [DEVCLUSTER-FLAGS...]: a devcluster with one real node and
+# the images the operator and the samples run.
 real_cluster() {
-    "$DEVCLUSTER" start --dir "$DIR" --nodes 0 --real-nodes 1 >/dev/null || fail "devcluster start --real-nodes 1"
+    "$DEVCLUSTER" start --dir "$DIR" --nodes 0 --real-nodes 1 "$@" >/dev/null || fail "devcluster start --real-nodes 1 $*"
     NODE_IP=$(k get node real-node-0 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
     "$SRC/tools/images.sh" "$DIR" operator greeter webflag >"$WORK/images" || fail "tools/images.sh"
 }

@@ -18,6 +18,12 @@ template):
     v1beta1; ChallengeDefinition's conversion calls /convert through the
     same Service, with the CA cert-manager injects from the same
     Certificate; config/default keeps v1alpha1 alone and no conversion;
+  - the chart with webhook.conversion.enabled: the same two-version CRDs
+    (files/crds-v1beta1), ChallengeDefinition converted through the
+    release's webhook Service with the validating webhook's CA (its own or
+    cert-manager's), kept on uninstall; without it, no CRD in templates;
+    with conversion but no webhook, a refusal; every webhook Service
+    publishes not-ready addresses;
   - the certificate: cert-manager's Certificate names the Service's DNS
     names and the configuration asks the cainjector for its CA; the
     chart's self-signed one verifies against the configuration's caBundle
@@ -133,7 +139,7 @@ def crds(docs):
     return {d["metadata"]["name"]: d for d in kinds(docs, "CustomResourceDefinition")}
 
 
-def check_conversion(name, docs, system_ns):
+def check_conversion(name, docs, system_ns, chart=False):
     """v1beta1 stored beside v1alpha1; definitions converted by the operator's /convert,
     through the validating webhook's Service, with the CA of its Certificate."""
     by_name = crds(docs)
@@ -161,7 +167,15 @@ def check_conversion(name, docs, system_ns):
         check(conv["webhook"].get("conversionReviewVersions") == ["v1"], f"{name}: conversionReviewVersions")
         ann = crd["metadata"].get("annotations", {}).get("cert-manager.io/inject-ca-from")
         want = vwc["metadata"].get("annotations", {}).get("cert-manager.io/inject-ca-from")
-        check(ann and ann == want, f"{name}: the CRD's inject-ca-from {ann}, the webhook's {want}")
+        if want:
+            check(ann and ann == want, f"{name}: the CRD's inject-ca-from {ann}, the webhook's {want}")
+        else:  # the chart's own CA: the same caBundle as the validating webhook's
+            ca = conv.get("webhook", {}).get("clientConfig", {}).get("caBundle")
+            check(not ann and ca and ca == vwc["webhooks"][0]["clientConfig"].get("caBundle"),
+                  f"{name}: the conversion's caBundle is not the validating webhook's")
+        if chart:
+            check(crd["metadata"].get("annotations", {}).get("helm.sh/resource-policy") == "keep",
+                  f"{name}: {crd_name} not kept on uninstall (helm.sh/resource-policy)")
         spec = versions["v1beta1"]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
         check("maxUnavailable" in spec["update"]["properties"]["rolling"]["properties"] and
               "maxUnavailable" not in spec["update"]["properties"],
@@ -197,6 +211,37 @@ check_install("the chart, cert-manager served",
 check_install("the chart, certManager.enabled=false though served",
               render(helm + ["--set", "webhook.enabled=true", "--set", "webhook.certManager.enabled=false",
                              "--api-versions", "cert-manager.io/v1"]), "ctf-system", False)
+
+# The chart's conversion (webhook.conversion.enabled): the CRDs of
+# files/crds-v1beta1 rendered with the release's Service and CA, kept on
+# uninstall; the webhook's Service reaches replicas not yet Ready.
+conv = ["--set", "webhook.enabled=true", "--set", "webhook.conversion.enabled=true"]
+self_signed = render(helm + conv)
+check_install("the chart with conversion, self-signed", self_signed, "ctf-system", False)
+check_conversion("the chart with conversion, self-signed", self_signed, "ctf-system", chart=True)
+with_cm = render(helm + conv + ["--api-versions", "cert-manager.io/v1"])
+check_install("the chart with conversion, cert-manager", with_cm, "ctf-system", True)
+check_conversion("the chart with conversion, cert-manager", with_cm, "ctf-system", chart=True)
+# Rendered through fromYaml/toYaml, the CRDs must be the files, number for number.
+for base in ("ctf.kopc.io_challengedefinitions.yaml", "ctf.kopc.io_challenges.yaml"):
+    want = yaml.safe_load(open(os.path.join(chart, "files/crds-v1beta1", base)))
+    got = crds(self_signed).get(want["metadata"]["name"], {}).get("spec", {})
+    got = yaml.safe_load(yaml.safe_dump(got))
+    got.get("conversion", {}).get("webhook", {}).pop("clientConfig", None)
+    check(got == want["spec"], f"the chart renders {base} other than files/crds-v1beta1 has it")
+for label, docs in (("the chart with the webhook", render(helm + ["--set", "webhook.enabled=true"])),
+                    ("config/with-webhook", with_webhook), ("the chart with conversion", self_signed)):
+    svc = [d for d in kinds(docs, "Service") if d["metadata"].get("labels", {}).get(
+        "app.kubernetes.io/component") == "webhook"]
+    check(len(svc) == 1 and svc[0]["spec"].get("publishNotReadyAddresses") is True,
+          f"{label}: the webhook Service does not publish not-ready addresses")
+check(not crds(render(helm + ["--set", "webhook.enabled=true"])),
+      "the chart renders CRDs from templates without webhook.conversion.enabled")
+try:
+    render(helm + ["--set", "webhook.conversion.enabled=true"])
+    check(False, "the chart renders webhook.conversion.enabled without webhook.enabled")
+except subprocess.CalledProcessError as e:
+    check("needs webhook.enabled" in e.stderr, f"the chart's refusal of conversion alone: {e.stderr}")
 
 for f in failures:
     print("FAIL:", f)

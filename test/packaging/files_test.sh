@@ -17,7 +17,8 @@
 #     (check_flightticket_counts.py);
 #   - docs/reliability.md's RBAC table states what config/rbac grants
 #     (check_rbac_doc.py);
-#   - config/conversion is what tools/crd-versions.py makes of config/crd/bases
+#   - config/conversion and the chart's files/crds-v1beta1 are what
+#     tools/crd-versions.py makes of config/crd/bases
 #     (the v1beta1 schema cannot drift from v1alpha1's);
 #   - the Challenge validating webhook as config/with-webhook and the chart
 #     render it (check_webhook_install.py): CREATE only, Fail fast, never
@@ -54,8 +55,8 @@ for f in alerts.yaml grafana-dashboard.json; do copied "config/monitoring/$f" "c
 for f in role.yaml leader_election_role.yaml; do copied "config/rbac/$f" "charts/kopc-ctf/files/rbac/$f"; done
 ok "the chart's CRDs, RBAC rules and monitoring files are copies of config/"
 
-python3 tools/crd-versions.py --check || fail "config/conversion is stale: run tools/crd-versions.py"
-ok "config/conversion (v1beta1 beside v1alpha1) is what tools/crd-versions.py makes of config/crd/bases"
+python3 tools/crd-versions.py --check || fail "config/conversion or the chart's files/crds-v1beta1 is stale: run tools/crd-versions.py"
+ok "config/conversion and the chart's files/crds-v1beta1 (v1beta1 beside v1alpha1) are what tools/crd-versions.py makes of config/crd/bases"
 
 python3 test/packaging/check_monitoring.py --source "$SRC" >/dev/null || fail "the alert rules or the dashboard"
 ok "alert rules and dashboard are well formed and use only registered metrics"
