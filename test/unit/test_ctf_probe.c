@@ -273,6 +273,9 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
+    /* The last probes started run on (detached): nothing of theirs may be left at exit. */
+    if (!ctf_probe_wait_idle(10 * 1000))
+        return -1;
     shutdown(listen_fd, SHUT_RDWR);
     close(listen_fd);
     pthread_join(server_thread, NULL);

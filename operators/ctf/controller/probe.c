@@ -337,6 +337,9 @@ typedef struct probe_slot {
 
 static pthread_mutex_t slots_mu = PTHREAD_MUTEX_INITIALIZER;
 static probe_slot slots[CTF_PROBE_MAX_IN_FLIGHT];
+/* Probe threads not finished (under slots_mu), and the signal that it dropped to 0. */
+static int threads_running;
+static pthread_cond_t threads_idle = PTHREAD_COND_INITIALIZER;
 
 /* probe_job: what a probe thread needs, owned by it (the reconcile's inputs are borrowed). */
 typedef struct probe_job {
@@ -367,6 +370,11 @@ static void *probe_thread(void *arg)
     snprintf(ps->msg, sizeof ps->msg, "%s", msg);
     pthread_mutex_unlock(&slots_mu);
     free(job);
+    /* Last: ctf_probe_wait_idle's caller may exit once this thread holds nothing. */
+    pthread_mutex_lock(&slots_mu);
+    if (--threads_running == 0)
+        pthread_cond_broadcast(&threads_idle);
+    pthread_mutex_unlock(&slots_mu);
     return NULL;
 }
 
@@ -415,8 +423,16 @@ static bool start_probe(const ctf_config *cfg, const char *host, bool http, int 
         snprintf(job->host, sizeof job->host, "%s", host);
         if (pthread_attr_init(&attr) == 0) {
             pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+            pthread_mutex_lock(&slots_mu);
+            threads_running++; /* before the thread can end and count itself out */
+            pthread_mutex_unlock(&slots_mu);
             ok = pthread_create(&t, &attr, probe_thread, job) == 0;
             pthread_attr_destroy(&attr);
+            if (!ok) {
+                pthread_mutex_lock(&slots_mu);
+                threads_running--;
+                pthread_mutex_unlock(&slots_mu);
+            }
         }
     }
     if (!ok) {
@@ -557,4 +573,24 @@ kop_err ctf_probe_ca_check(const char *path, kop_status *st)
     }
     fclose(f);
     return err;
+}
+
+bool ctf_probe_wait_idle(long timeout_ms)
+{
+    struct timespec until;
+    bool idle;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&slots_mu);
+    while (threads_running > 0 &&
+           pthread_cond_timedwait(&threads_idle, &slots_mu, &until) == 0)
+        ;
+    idle = threads_running == 0;
+    pthread_mutex_unlock(&slots_mu);
+    return idle;
 }

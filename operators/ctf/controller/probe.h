@@ -61,6 +61,14 @@ ctf_probe_outcome ctf_gateway_served(const ctf_config *cfg, const json_t *eps, c
 long ctf_probe_retry_ms(double age_ms);
 
 /*
+ * ctf_probe_wait_idle waits up to timeout_ms until no probe thread runs (each
+ * ends within about 2 s of its start), so that a program or a test that
+ * stops asking can exit with nothing of a probe still allocated. true when
+ * none runs.
+ */
+bool ctf_probe_wait_idle(long timeout_ms);
+
+/*
  * ctf_probe_ca_check: path (--gateway-probe-ca) is a readable PEM file
  * holding at least one certificate, checked once at start-up so that a
  * wrong path fails there and not at every probe. KOP_OK, or KOP_EINVAL
