@@ -14,6 +14,9 @@
 # and curl but not through glibc (ncat, openssl, Python), so the operator
 # gets --gateway-connect-address 127.0.0.1: the page's TCP commands dial
 # 127.0.0.1:P with the host as SNI, and work from this machine as shown.
+# The operator's probe trusts the devcluster's gateway CA (--gateway-probe-ca
+# build/run/devcluster/gateway/ca.crt): an instance is Running only once the
+# gateway serves it with a certificate that CA vouches for.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=build/run
@@ -52,7 +55,8 @@ start() {
             exit 1
         fi
         op_gw=(--gateway-domain "$GATEWAY_DOMAIN" --gateway-port "$gw_port"
-            --gateway-probe-address "127.0.0.1:$gw_port" --gateway-connect-address 127.0.0.1)
+            --gateway-probe-address "127.0.0.1:$gw_port" --gateway-probe-ca "$PWD/$DIR/gateway/ca.crt"
+            --gateway-connect-address 127.0.0.1)
         echo "demo: the gateway (Traefik) serves *.$GATEWAY_DOMAIN on 127.0.0.1:$gw_port"
     fi
     tools/images.sh "$DIR" greeter webflag >/dev/null

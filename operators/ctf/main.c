@@ -19,6 +19,7 @@
 
 #include "api/api.h"
 #include "controller/operator.h"
+#include "controller/probe.h"
 
 static const char usage_text[] =
     "usage: ctf-operator [flags]\n"
@@ -44,6 +45,11 @@ static const char usage_text[] =
     "  --gateway-probe-address HOST:PORT where the operator reaches the gateway to check, TLS\n"
     "                               with each host's SNI, that an instance is served before it\n"
     "                               is Running (default: none; Running waits for Accepted)\n"
+    "  --gateway-probe-ca FILE      PEM file of the CA (or the self-signed certificate) the\n"
+    "                               probe verifies the gateway's certificate against, for\n"
+    "                               each host's name; an instance whose certificate fails\n"
+    "                               waits with GatewayCertificateInvalid (default: the\n"
+    "                               system's CA store)\n"
     "  --gateway-key-secret NAME    the Secret (system namespace) of the host key, made when\n"
     "                               absent (default ctf-gateway-host-key)\n"
     "  --system-namespace NS        where the Lease and the API's token Secrets live\n"
@@ -147,6 +153,8 @@ static int parse_args(int argc, char **argv, kop_manager_opts *mo, ctf_operator 
             g->pod_selector = v;
         else if (ok && strcmp(flag, "--gateway-probe-address") == 0)
             g->probe_address = v;
+        else if (ok && strcmp(flag, "--gateway-probe-ca") == 0)
+            ok = ctf_nonempty(g->probe_ca = v);
         else if (ok && strcmp(flag, "--gateway-key-secret") == 0)
             ok = kop_meta_is_valid_dns1123_subdomain(*key_secret = v);
         else if (ok && strcmp(flag, "--system-namespace") == 0)
@@ -209,6 +217,17 @@ static kop_err setup_gateway(ctf_operator *op, const char *system_ns, const char
     if (!ctf_gateway_on(&op->instance))
         return KOP_OK;
     ctf_gateway_defaults(g);
+    if (ctf_nonempty(g->probe_ca) && !ctf_nonempty(g->probe_address)) {
+        kop_status_setf(st, 0, NULL,
+                        "--gateway-probe-ca needs --gateway-probe-address: the CA is what the "
+                        "probe verifies the gateway's certificate against");
+        return KOP_ECONFIG;
+    }
+    if (ctf_nonempty(g->probe_ca)) {
+        kop_err err = ctf_probe_ca_check(g->probe_ca, st);
+        if (err)
+            return err;
+    }
     if (!ctf_nonempty(g->probe_address))
         kop_log(KOP_LOG_WARN,
                 "gateway mode without --gateway-probe-address: Running means the gateway "

@@ -14,7 +14,9 @@
 # With GATEWAY_DOMAIN set, the devcluster runs the gateway (--gateway-domain:
 # Traefik on the real node, reached at 127.0.0.1:GATEWAY_PORT) and the
 # operator its gateway mode for that domain, its endpoints showing
-# GATEWAY_PORT; GATEWAY_PORT and GATEWAY_CA (the CA to trust) are exported.
+# GATEWAY_PORT, its probe trusting GATEWAY_CA; GATEWAY_PORT, GATEWAY_CA (the
+# CA to trust) and CLUSTER_CA (the apiserver's, which vouches for no
+# gateway host) are exported.
 #
 # Env: DEVCLUSTER, KUBECTL, OPERATOR (binaries), SRC (repo root), KOP_TEST_TMP.
 
@@ -54,9 +56,11 @@ start_real_operator() {
         --max-instances-per-team "$MAX_PER_TEAM" -v 1)
     if [ -n "${GATEWAY_DOMAIN:-}" ]; then
         cmd+=(--gateway-domain "$GATEWAY_DOMAIN" --gateway-port "$GATEWAY_PORT")
-        # Running waits until the gateway serves the host (controller/probe.h);
-        # GATEWAY_PROBE=0 runs without, to see what Accepted alone gives.
-        [ "${GATEWAY_PROBE:-1}" = 0 ] || cmd+=(--gateway-probe-address "127.0.0.1:$GATEWAY_PORT")
+        # Running waits until the gateway serves the host (controller/probe.h),
+        # its certificate checked against the gateway's CA; GATEWAY_PROBE=0
+        # runs without, to see what Accepted alone gives.
+        [ "${GATEWAY_PROBE:-1}" = 0 ] ||
+            cmd+=(--gateway-probe-address "127.0.0.1:$GATEWAY_PORT" --gateway-probe-ca "$GATEWAY_CA")
     fi
     printf '%s\n' "${cmd[@]}" >"$WORK/op.cmd"
     "${cmd[@]}" >>"$WORK/op.log" 2>&1 &
@@ -89,7 +93,8 @@ real_ctf_up() {
     if [ -n "${GATEWAY_DOMAIN:-}" ]; then
         GATEWAY_PORT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["gatewayPort"])' "$DIR/devcluster.json")
         GATEWAY_CA=$DIR/gateway/ca.crt
-        export GATEWAY_DOMAIN GATEWAY_PORT GATEWAY_CA
+        CLUSTER_CA=$DIR/ca.crt
+        export GATEWAY_DOMAIN GATEWAY_PORT GATEWAY_CA CLUSTER_CA
     fi
     NODE_IP=$(k get node real-node-0 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
     "$SRC/tools/images.sh" "$DIR" greeter webflag >/dev/null || fail "tools/images.sh"

@@ -31,7 +31,7 @@ NODE_IP = os.environ["NODE_IP"]
 KUBECTL = os.environ["KUBECTL"]
 KUBECONFIG = os.environ["KUBECONFIG"]
 OP_LOG = os.environ["OP_LOG"]
-from e2e_check import Fail, check, greeting, log, not_error, ok, wait  # noqa: E402
+from e2e_check import Errored, Fail, check, greeting, log, not_error, ok, wait  # noqa: E402
 
 
 # ---- the instance API ------------------------------------------------------
@@ -732,10 +732,15 @@ def stop_operator():
     wait(40, "the operator to stop", lambda: not _alive(pid))
 
 
-def start_operator():
-    """Start the operator again with the command line the shell used."""
+def operator_cmd():
+    """The operator's command line as the shell started it (one argument a line in op.cmd)."""
+    return open(os.path.join(os.environ["WORK"], "op.cmd")).read().splitlines()
+
+
+def start_operator(cmd=None):
+    """Start the operator again with the command line the shell used, or cmd."""
     work = os.environ["WORK"]
-    cmd = open(os.path.join(work, "op.cmd")).read().splitlines()
+    cmd = cmd or operator_cmd()
     with open(OP_LOG, "a") as logf:
         p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
     with open(os.path.join(work, "op.pid"), "w") as f:
@@ -952,6 +957,13 @@ def scenario_gateway():
     check(flag_a2 == flag_a, "another flag after stop/start")
     ok(f"stopped: {host_a} answers nothing; started again: the same host answers with the same flag")
 
+    log("the page's pwntools line, run with pwntools, reads team-a's flag through the gateway")
+    line = pwntools_from_page("team-a", "nc", flag_a, resolve="127.0.0.1")
+    check(line == f'remote("{host_a}", {port}, ssl=True, sni="{host_a}")', f"the page's line: {line}")
+    ok(f"the page's `{line}`, run with pwntools (its host resolving to the gateway, as the wildcard "
+       f"DNS record makes it), reads team-a's flag; with ssl_context=ssl.create_default_context("
+       f"cafile=<the gateway's CA>) added too")
+
     log("warm pools: a claimed warm instance answers on its team's host, an unclaimed one on none")
     copy_definition("nc", "warmgw", lambda d: d.update({"pool": {"min": 1}}))
     wait(180, "1 warm instance Ready", lambda: pool_ready("warmgw", 1))
@@ -1007,6 +1019,9 @@ def scenario_gateway():
           f"the web instance answered another host: {other}")
     ok(f"https://{ew['host']} serves team-a's web flag behind {path}; a TCP host does not serve it")
 
+    if PROBING:
+        scenario_gateway_untrusted()
+
     rounds = int(os.environ.get("GATEWAY_ROUNDS", "5"))
     log(f"a new route's time to answer (Stop and Start, {rounds} rounds, probe "
         f"{'on' if PROBING else 'off'})")
@@ -1034,6 +1049,84 @@ def scenario_gateway():
     with open(os.path.join(os.environ["WORK"], "gateway-times.json"), "w") as f:
         json.dump({"probe": PROBING, "to_running": to_run, "to_answer": to_answer,
                    "running_to_answer": after_run, "missed": missed}, f)
+
+
+def pwntools_from_page(team, chal, want, resolve=None):
+    """The pwntools line team's page shows for its chal, read in headless Chromium
+    as a participant copies it (page/demo_page.mjs: the Copy buttons' text), run
+    with pwntools itself (PWN_PYTHON: tools/pwntools-venv.sh's venv) through the
+    gateway by pwntools_line.py, exactly as shown and once more with the
+    certificate checked against the gateway's CA: both must read the team's flag.
+    resolve: the address the line's host resolves to (the wildcard DNS record a
+    real CTF has; *.ctf.localhost does not resolve through glibc)."""
+    src = os.environ["SRC"]
+    r = subprocess.run([os.environ.get("NODE", "node"), os.path.join(src, "test/e2e/page/demo_page.mjs")],
+                       env={**os.environ, "PAGE_URL": API + "/", "PAGE_TOKEN": TEAM_TOKENS[team],
+                            "PAGE_CHALLENGE": chal},
+                       capture_output=True, text=True, timeout=400)
+    check(r.returncode == 0, f"the page did not show {team}'s {chal} Running: {r.stdout}{r.stderr}")
+    card = json.loads(r.stdout.strip().splitlines()[-1])
+    lines = [c for c in card["copy"] if c.startswith("remote(")]
+    check(len(lines) == 1, f"the card offers no pwntools line: {card}")
+    line = lines[0]
+    cmd = [os.environ["PWN_PYTHON"], os.path.join(src, "test/e2e/pwntools_line.py"), line,
+           "--ca", os.environ["GATEWAY_CA"]]
+    if resolve:
+        cmd += ["--resolve", resolve]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    got = r.stdout.splitlines()
+    check(r.returncode == 0 and len(got) == 2 and all(f"Your flag: {want}" in g for g in got),
+          f"pwntools ran {line!r}: rc {r.returncode}, {r.stdout!r} {r.stderr[-800:]!r}")
+    return line
+
+
+def scenario_gateway_untrusted():
+    """The operator's probe trusts --gateway-probe-ca only: restarted with the
+    cluster's CA (which vouches for no gateway host) in place of the gateway's,
+    it keeps a new instance Pending with GatewayCertificateInvalid, however well
+    Traefik serves it; given the gateway's CA again, the same instance goes Running."""
+    log("an operator that does not trust the gateway's certificate calls no instance Running")
+    gateway_ca, cluster_ca = os.environ["GATEWAY_CA"], os.environ["CLUSTER_CA"]
+    cmd = operator_cmd()
+    check(gateway_ca in cmd, f"the operator runs without --gateway-probe-ca {gateway_ca}: {cmd}")
+    stop_operator()
+    start_operator([cluster_ca if a == gateway_ca else a for a in cmd])
+    start("team-c", "nc")
+
+    def ready_condition():
+        i = instance("team-c", "nc")
+        if i and i["state"] in ("Running", "Error"):
+            raise Errored(f"team-c's nc is {i['state']} behind an untrusted certificate: {i}")
+        if not i or not i.get("name"):
+            return None
+        conds = challenge(i).get("status", {}).get("conditions", [])
+        ready = [c for c in conds if c["type"] == "Ready"]
+        return ready[0] if ready and ready[0].get("reason") == "GatewayCertificateInvalid" else None
+    cond = wait(180, "team-c's nc Pending with GatewayCertificateInvalid", ready_condition, every=0.5)
+    i = instance("team-c", "nc")
+    host_c = gw_endpoint(i)["host"]
+    check(i["state"] == "Starting" and i["status"] == "Pending",
+          f"team-c's nc is {i['state']} ({i['status']}), not Starting (Pending)")
+    check(host_c in cond["message"] and cluster_ca in cond["message"] and "not trusted" in cond["message"],
+          f"the Ready condition's message does not say which host, which CA, what: {cond['message']!r}")
+    check(host_c in i.get("message", ""), f"the API's Instance message: {i.get('message')!r}")
+    # Traefik serves it all the while: only the operator's trust is missing.
+    line = wait(20, f"a greeting for {host_c} (checked against the right CA)", lambda: gw_greeting(host_c), every=0.2)
+    check(flag_of(line) == expected_flag("nc", "team-c"), f"team-c read {line!r}")
+    ok(f"trusting {cluster_ca} only: team-c's nc stays Pending, Ready=False GatewayCertificateInvalid "
+       f"({cond['message'][:160]}...), while Traefik serves {host_c}")
+    # Back to the gateway's CA, and as `make run` runs it: hosts that do not resolve, so
+    # TCP commands dial 127.0.0.1 with the host as SNI (--gateway-connect-address).
+    stop_operator()
+    start_operator(cmd + ["--gateway-connect-address", "127.0.0.1"])
+    running("team-c", "nc")
+    ok("given the gateway's CA again, the same instance goes Running")
+    line = pwntools_from_page("team-c", "nc", expected_flag("nc", "team-c"))
+    check(line == f'remote("127.0.0.1", {os.environ["GATEWAY_PORT"]}, ssl=True, sni="{host_c}")',
+          f"the page's line with --gateway-connect-address: {line}")
+    ok(f"with --gateway-connect-address 127.0.0.1 (make run's), the page's `{line}`, run with "
+       "pwntools as it is, reads team-c's flag (and with the gateway's CA checked)")
+    stop("team-c", "nc")
 
 
 def main():

@@ -11,7 +11,9 @@
 #     certificate checked against the demo's CA;
 #   - the web card's link: its robots.txt names a path whose page holds
 #     flag{...} (curl, the CA trusted in the gateway mode).
-# The pwntools line is printed, not run (pwntools is not a dependency).
+#   - with the gateway, the pwntools line, run with pwntools (pinned, in the
+#     venv tools/pwntools-venv.sh makes) as copied and with the certificate
+#     checked against the demo's CA (test/e2e/pwntools_line.py).
 # Stops the team's two instances at the end. Not part of ctest: it needs the
 # demo's fixed ports and state; run it after make run (docs/getting-started.md).
 #
@@ -66,7 +68,11 @@ if [[ $ncat_line == ncat* ]]; then
     out=$(run_line "${openssl_line/s_client/s_client -CAfile $CA -verify_return_error}")
     grep -qF "Your flag: $want" <<<"$out" || fail "openssl with -CAfile $CA -verify_return_error printed: $out"
     ok "openssl -CAfile $CA -verify_return_error too"
-    echo "  pwntools (not run here): $(field "$nc_card" '[c for c in j["copy"] if c.startswith("remote(")][0]')"
+    pwn_line=$(field "$nc_card" '[c for c in j["copy"] if c.startswith("remote(")][0]')
+    pwn_python=$(tools/pwntools-venv.sh)/bin/python || fail "tools/pwntools-venv.sh: no pwntools"
+    out=$("$pwn_python" test/e2e/pwntools_line.py "$pwn_line" --ca "$CA" 2>&1) || fail "pwntools ran $pwn_line: $out"
+    [ "$(grep -cF "Your flag: $want" <<<"$out")" = 2 ] || fail "pwntools ran $pwn_line: $out"
+    ok "the page's \`$pwn_line\`, run with pwntools, gives the same flag, and with ssl_context=ssl.create_default_context(cafile=$CA)"
 fi
 
 web_card=$(page web) || fail "the page did not show Robots Know Running"

@@ -24,6 +24,9 @@
 #     render it (check_webhook_install.py): CREATE only, Fail fast, never
 #     the system namespaces, the path served, the certificate mounted and
 #     verifying; none in config/default nor the chart's defaults;
+#   - the chart passes every --gateway* flag of ctf-operator's usage text,
+#     each with a value, the probe's CA mounted where --gateway-probe-ca
+#     points (check_chart_flags.py);
 #   - one version everywhere: CMake project, KOP_VERSION_STRING, kop.pc (via
 #     CMake), the chart's version and appVersion, the image tag in
 #     config/default, config/manager and the Makefile, and the version of
@@ -74,8 +77,10 @@ if [ -x build/bin/kubectl ] && [ -x build/bin/helm ]; then
     python3 test/packaging/check_webhook_install.py "$SRC" build/bin/kubectl build/bin/helm ||
         fail "the webhook's install files (see above)"
     ok "config/with-webhook and the chart install the Challenge webhook as docs/operations.md says"
+    gw=$(python3 test/packaging/check_chart_flags.py "$SRC" build/bin/helm) || { echo "$gw"; fail "the chart's gateway flags (see above)"; }
+    ok "$gw"
 else
-    echo "skip: the webhook's install files need build/bin/kubectl and build/bin/helm (make helm)"
+    echo "skip: the webhook's install files and the chart's gateway flags need build/bin/kubectl and build/bin/helm (make helm)"
 fi
 
 v=$(sed -n 's/^project(kopc VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)

@@ -17,6 +17,15 @@
  *
  * Also: nothing listening (no TLS session: not served, with why) and no
  * probe address (off).
+ *
+ * Certificates, as the probe checks them: the test's gateway presents a
+ * certificate for *.d.test (and d.test) signed by a CA of the test's
+ * own, whose PEM file the probes get as --gateway-probe-ca. Verification
+ * must fail, and say so with CTF_PROBE_UNTRUSTED, when the probe trusts
+ * another CA, when it trusts only the system's store (the default), and
+ * when the gateway presents someone else's certificate (for *.elsewhere.test,
+ * from the right CA) for stranger.d.test; a CA file that holds no
+ * certificate is refused at start-up (ctf_probe_ca_check).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,11 +48,16 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
+#include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include "controller/probe.h"
 
-static SSL_CTX *server_ctx;
+static SSL_CTX *server_ctx;   /* the wildcard certificate for *.d.test */
+static SSL_CTX *stranger_ctx; /* someone else's: *.elsewhere.test, from the same CA */
+static char ca_path[64] = "/tmp/kopc-probe-ca-XXXXXX";       /* the gateway's CA (PEM) */
+static char wrong_ca_path[64] = "/tmp/kopc-probe-wrong-XXXXXX"; /* a CA that signed nothing here */
 static int listen_fd = -1;
 static int server_port;
 static pthread_t server_thread;
@@ -62,29 +76,109 @@ static int alpn_h2_first(SSL *ssl, const unsigned char **out, unsigned char *out
     return SSL_TLSEXT_ERR_OK;
 }
 
-/* make_ctx: a server context with a throwaway self-signed P-256 certificate. */
-static SSL_CTX *make_ctx(void)
+/* add_ext adds the X.509v3 extension nid with value (OpenSSL's config syntax) to cert. */
+static void add_ext(X509 *cert, X509 *issuer, int nid, const char *value)
 {
+    X509V3_CTX v3;
+    X509V3_set_ctx(&v3, issuer, cert, NULL, NULL, 0);
+    X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, &v3, nid, value);
+    assert_non_null(ext);
+    assert_int_equal(X509_add_ext(cert, ext, -1), 1);
+    X509_EXTENSION_free(ext);
+}
+
+/*
+ * make_cert: a P-256 certificate named cn, signed by issuer's key (NULL:
+ * self-signed, a CA), with the subjectAltName san for a leaf. *key_out
+ * (owned by the caller) is its key.
+ */
+static X509 *make_cert(const char *cn, const char *san, X509 *issuer, EVP_PKEY *issuer_key,
+                       EVP_PKEY **key_out)
+{
+    static long serial = 1;
     EVP_PKEY *key = EVP_EC_gen("P-256");
     X509 *cert = X509_new();
-    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     assert_non_null(key);
     assert_non_null(cert);
-    assert_non_null(ctx);
-    ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+    X509_set_version(cert, 2);
+    ASN1_INTEGER_set(X509_get_serialNumber(cert), serial++);
     X509_gmtime_adj(X509_getm_notBefore(cert), -60);
     X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
     X509_set_pubkey(cert, key);
     X509_NAME_add_entry_by_txt(X509_get_subject_name(cert), "CN", MBSTRING_ASC,
-                               (const unsigned char *)"*.d.test", -1, -1, 0);
-    X509_set_issuer_name(cert, X509_get_subject_name(cert));
-    assert_true(X509_sign(cert, key, EVP_sha256()) > 0);
-    assert_int_equal(SSL_CTX_use_certificate(ctx, cert), 1);
+                               (const unsigned char *)cn, -1, -1, 0);
+    X509_set_issuer_name(cert, X509_get_subject_name(issuer ? issuer : cert));
+    if (!issuer) {
+        add_ext(cert, cert, NID_basic_constraints, "critical,CA:TRUE");
+        add_ext(cert, cert, NID_key_usage, "critical,keyCertSign,cRLSign,digitalSignature");
+    } else {
+        add_ext(cert, issuer, NID_subject_alt_name, san);
+        add_ext(cert, issuer, NID_ext_key_usage, "serverAuth");
+    }
+    assert_true(X509_sign(cert, issuer_key ? issuer_key : key, EVP_sha256()) > 0);
+    *key_out = key;
+    return cert;
+}
+
+/* write_pem writes cert into the temporary file made from template path (mkstemp). */
+static void write_pem(char *path, X509 *cert)
+{
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    assert_int_equal(PEM_write_X509(f, cert), 1);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* server_ctx_for: a server context presenting leaf (then ca, the chain) with key. */
+static SSL_CTX *server_ctx_for(X509 *leaf, X509 *ca, EVP_PKEY *key)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    assert_non_null(ctx);
+    assert_int_equal(SSL_CTX_use_certificate(ctx, leaf), 1);
+    assert_int_equal(SSL_CTX_add1_chain_cert(ctx, ca), 1);
     assert_int_equal(SSL_CTX_use_PrivateKey(ctx, key), 1);
     SSL_CTX_set_alpn_select_cb(ctx, alpn_h2_first, NULL);
-    X509_free(cert);
-    EVP_PKEY_free(key);
     return ctx;
+}
+
+/* pick_cert: the gateway presents someone else's certificate for stranger.d.test. */
+static int pick_cert(SSL *ssl, int *alert, void *arg)
+{
+    const char *sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    (void)alert;
+    (void)arg;
+    if (sni && strcmp(sni, "stranger.d.test") == 0)
+        SSL_set_SSL_CTX(ssl, stranger_ctx);
+    return SSL_TLSEXT_ERR_OK;
+}
+
+/*
+ * make_ctxs: the gateway's contexts (server_ctx, stranger_ctx) and the CA
+ * files (ca_path, wrong_ca_path), all made here, thrown away at the end.
+ */
+static void make_ctxs(void)
+{
+    EVP_PKEY *ca_key, *wrong_key, *leaf_key, *stranger_key;
+    X509 *ca = make_cert("kopc test gateway CA", NULL, NULL, NULL, &ca_key);
+    X509 *wrong = make_cert("kopc test other CA", NULL, NULL, NULL, &wrong_key);
+    X509 *leaf = make_cert("*.d.test", "DNS:*.d.test,DNS:d.test", ca, ca_key, &leaf_key);
+    X509 *stranger = make_cert("*.elsewhere.test", "DNS:*.elsewhere.test", ca, ca_key,
+                               &stranger_key);
+    write_pem(ca_path, ca);
+    write_pem(wrong_ca_path, wrong);
+    server_ctx = server_ctx_for(leaf, ca, leaf_key);
+    stranger_ctx = server_ctx_for(stranger, ca, stranger_key);
+    SSL_CTX_set_tlsext_servername_callback(server_ctx, pick_cert);
+    X509_free(ca);
+    X509_free(wrong);
+    X509_free(leaf);
+    X509_free(stranger);
+    EVP_PKEY_free(ca_key);
+    EVP_PKEY_free(wrong_key);
+    EVP_PKEY_free(leaf_key);
+    EVP_PKEY_free(stranger_key);
 }
 
 /* read_request reads until the end of an HTTP head (or the peer stops); false if none. */
@@ -119,7 +213,7 @@ static void serve_one(int fd)
         goto out;
     const char *sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
     sni = sni ? sni : "";
-    if (strcmp(sni, "greet.d.test") == 0) {
+    if (strncmp(sni, "greet", 5) == 0 || strcmp(sni, "stranger.d.test") == 0) {
         say(ssl, "Your flag: flag{probe}\n");
         while (SSL_read(ssl, sink, sizeof sink) > 0)
             ;
@@ -167,7 +261,7 @@ static int setup(void **state)
     socklen_t alen = sizeof a;
     (void)state;
     signal(SIGPIPE, SIG_IGN); /* a probe that hangs up first must not kill the server */
-    server_ctx = make_ctx();
+    make_ctxs();
     listen_fd = socket(AF_INET, SOCK_STREAM, 0);
     if (listen_fd < 0 || bind(listen_fd, (struct sockaddr *)&a, sizeof a) != 0 ||
         listen(listen_fd, 16) != 0 || getsockname(listen_fd, (struct sockaddr *)&a, &alen) != 0)
@@ -179,10 +273,16 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
+    /* The last probes started run on (detached): nothing of theirs may be left at exit. */
+    if (!ctf_probe_wait_idle(10 * 1000))
+        return -1;
     shutdown(listen_fd, SHUT_RDWR);
     close(listen_fd);
     pthread_join(server_thread, NULL);
     SSL_CTX_free(server_ctx);
+    SSL_CTX_free(stranger_ctx);
+    unlink(ca_path);
+    unlink(wrong_ca_path);
     return 0;
 }
 
@@ -198,7 +298,7 @@ static ctf_probe_outcome served_soon(const ctf_config *cfg, const json_t *eps, c
     for (int i = 0; i < 1000; i++) {
         msg[0] = '\0';
         r = ctf_gateway_served(cfg, eps, msg, size);
-        if (r == CTF_PROBE_OK || r == CTF_PROBE_OFF ||
+        if (r == CTF_PROBE_OK || r == CTF_PROBE_OFF || r == CTF_PROBE_UNTRUSTED ||
             (r == CTF_PROBE_NOT_YET && !strstr(msg, "waiting for the gateway probe of")))
             return r;
         usleep(10 * 1000);
@@ -206,17 +306,97 @@ static ctf_probe_outcome served_soon(const ctf_config *cfg, const json_t *eps, c
     return r;
 }
 
-/* probe asks whether host (an exposure of type) is served through the test's gateway. */
-static ctf_probe_outcome probe(const char *host, const char *type, char *msg, size_t size)
+/*
+ * probe_ca asks whether host (an exposure of type) is served through the
+ * test's gateway, its certificate checked against the CA file ca (NULL: the
+ * system's store).
+ */
+static ctf_probe_outcome probe_ca(const char *host, const char *type, const char *ca, char *msg,
+                                  size_t size)
 {
     char address[64];
     snprintf(address, sizeof address, "127.0.0.1:%d", server_port);
-    ctf_config cfg = {.gateway = {.domain = "d.test", .port = 443, .probe_address = address}};
+    ctf_config cfg = {.gateway = {.domain = "d.test", .port = 443, .probe_address = address,
+                                  .probe_ca = ca}};
     json_t *eps = json_pack("[{s:s, s:s, s:s, s:i}]", "name", "x", "type", type, "host", host,
                             "port", 443);
     ctf_probe_outcome r = served_soon(&cfg, eps, msg, size);
     json_decref(eps);
     return r;
+}
+
+/* probe: probe_ca with the gateway's own CA, as the operator is meant to run. */
+static ctf_probe_outcome probe(const char *host, const char *type, char *msg, size_t size)
+{
+    return probe_ca(host, type, ca_path, msg, size);
+}
+
+/*
+ * A certificate that fails verification is not a served host, even though
+ * the instance behind it greets: the probe trusts another CA; only the
+ * system's store (no --gateway-probe-ca); or the gateway presents a
+ * certificate (from the right CA) for other names than the host. Each
+ * says so with CTF_PROBE_UNTRUSTED and libcurl's words. Distinct hosts:
+ * a host's result is kept for a while, whatever the CA.
+ */
+static void test_certificate(void **state)
+{
+    char msg[1024];
+    (void)state;
+    assert_int_equal(probe("greet-right.d.test", "TCP", msg, sizeof msg), CTF_PROBE_OK);
+
+    assert_int_equal(probe_ca("greet-wrongca.d.test", "TCP", wrong_ca_path, msg, sizeof msg),
+                     CTF_PROBE_UNTRUSTED);
+    assert_non_null(strstr(msg, "the certificate for greet-wrongca.d.test is not trusted"));
+    assert_non_null(strstr(msg, wrong_ca_path));
+    assert_non_null(strstr(msg, "SSL certificate problem"));
+
+    assert_int_equal(probe_ca("greet-system.d.test", "TCP", NULL, msg, sizeof msg),
+                     CTF_PROBE_UNTRUSTED);
+    assert_non_null(strstr(msg, "the system's CA store"));
+
+    assert_int_equal(probe("stranger.d.test", "TCP", msg, sizeof msg), CTF_PROBE_UNTRUSTED);
+    assert_non_null(strstr(msg, "stranger.d.test"));
+    assert_non_null(strstr(msg, "name"));
+
+    /* HTTP exposures are probed the same way. */
+    assert_int_equal(probe_ca("web.d.test", "HTTP", wrong_ca_path, msg, sizeof msg),
+                     CTF_PROBE_UNTRUSTED);
+
+    /* One host untrusted, another waiting: the certificate is what the instance says. */
+    char address[64];
+    snprintf(address, sizeof address, "127.0.0.1:%d", server_port);
+    ctf_config cfg = {.gateway = {.domain = "d.test", .port = 443, .probe_address = address,
+                                  .probe_ca = ca_path}};
+    json_t *eps = json_pack("[{s:s, s:s}, {s:s, s:s}]", "type", "TCP", "host", "close2.d.test",
+                            "type", "TCP", "host", "stranger.d.test");
+    ctf_probe_outcome r = CTF_PROBE_NOT_YET;
+    for (int i = 0; i < 1000 && r != CTF_PROBE_UNTRUSTED; i++) {
+        r = ctf_gateway_served(&cfg, eps, msg, sizeof msg);
+        usleep(10 * 1000);
+    }
+    assert_int_equal(r, CTF_PROBE_UNTRUSTED);
+    assert_non_null(strstr(msg, "stranger.d.test"));
+    json_decref(eps);
+}
+
+/* A CA file is checked at start-up: readable, and holding a PEM certificate. */
+static void test_ca_check(void **state)
+{
+    char empty[64] = "/tmp/kopc-probe-empty-XXXXXX";
+    kop_status st;
+    (void)state;
+    kop_status_clear(&st);
+    assert_int_equal(ctf_probe_ca_check(ca_path, &st), KOP_OK);
+    assert_int_equal(ctf_probe_ca_check("/nonexistent/ca.crt", &st), KOP_ECONFIG);
+    assert_non_null(strstr(st.message, "cannot read"));
+    int fd = mkstemp(empty);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "not a certificate\n", 18), 18);
+    close(fd);
+    assert_int_equal(ctf_probe_ca_check(empty, &st), KOP_ECONFIG);
+    assert_non_null(strstr(st.message, "no PEM certificate"));
+    unlink(empty);
 }
 
 static void test_tcp(void **state)
@@ -258,7 +438,8 @@ static void test_no_hot_loop(void **state)
     char address[64];
     (void)state;
     snprintf(address, sizeof address, "127.0.0.1:%d", server_port);
-    ctf_config cfg = {.gateway = {.domain = "d.test", .port = 443, .probe_address = address}};
+    ctf_config cfg = {.gateway = {.domain = "d.test", .port = 443, .probe_address = address,
+                                  .probe_ca = ca_path}};
     json_t *eps = json_pack("[{s:s, s:s}]", "type", "TCP", "host", "close.d.test");
     assert_int_equal(served_soon(&cfg, eps, first, sizeof first), CTF_PROBE_NOT_YET);
     assert_non_null(strstr(first, "closed"));
@@ -312,6 +493,8 @@ int main(void)
         cmocka_unit_test(test_http),
         cmocka_unit_test(test_no_hot_loop),
         cmocka_unit_test(test_no_gateway),
+        cmocka_unit_test(test_certificate),
+        cmocka_unit_test(test_ca_check),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

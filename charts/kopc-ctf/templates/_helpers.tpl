@@ -54,3 +54,19 @@ certificate (webhook.certManager.enabled true, or auto and its API served). */}}
 true
 {{- end -}}
 {{- end -}}
+
+{{/* kopc-ctf.gatewayCA: "true" when the gateway mode is on and the probe is
+given a CA bundle to mount (operator.gateway.probeCA: a ConfigMap or a Secret);
+a bundle without a probe address, or from both, fails the render. */}}
+{{- define "kopc-ctf.gatewayCA" -}}
+{{- $g := .Values.operator.gateway -}}
+{{- if and $g.domain (or $g.probeCA.configMap $g.probeCA.secret) -}}
+{{- if and $g.probeCA.configMap $g.probeCA.secret -}}
+{{- fail "operator.gateway.probeCA: set configMap or secret, not both" -}}
+{{- end -}}
+{{- if not $g.probeAddress -}}
+{{- fail "operator.gateway.probeCA needs operator.gateway.probeAddress: the CA is what the probe verifies the gateway's certificate against" -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}

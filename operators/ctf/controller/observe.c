@@ -227,11 +227,15 @@ static bool already_running(const json_t *chal)
 
 /*
  * served: the gateway serves every host of o->endpoints (or no probe is
- * configured); false with msg saying which host waits for what.
+ * configured); false with msg saying which host waits for what, and
+ * *reason the condition's reason: CTF_REASON_GATEWAY_CERT when a host's
+ * certificate failed verification, else CTF_REASON_GATEWAY_PENDING.
  */
-static bool served(ctf_operator *op, const ctf_observation *o, char *msg, size_t size)
+static bool served(ctf_operator *op, const ctf_observation *o, char *msg, size_t size,
+                   const char **reason)
 {
     ctf_probe_outcome r = ctf_gateway_served(&op->instance, o->endpoints, msg, size);
+    *reason = r == CTF_PROBE_UNTRUSTED ? CTF_REASON_GATEWAY_CERT : CTF_REASON_GATEWAY_PENDING;
     return r == CTF_PROBE_OFF || r == CTF_PROBE_OK;
 }
 
@@ -250,9 +254,9 @@ void ctf_observe_instance(ctf_operator *op, const json_t *chal, const json_t *de
         if (ready && !routes_accepted(op, def, ns, wait_msg, sizeof wait_msg, &wait_reason))
             ready = false;
         /* And it must serve them: Accepted comes before the gateway applies the route. */
-        if (ready && !already_running(chal) && !served(op, o, wait_msg, sizeof wait_msg)) {
+        if (ready && !already_running(chal) &&
+            !served(op, o, wait_msg, sizeof wait_msg, &wait_reason)) {
             ready = false;
-            wait_reason = CTF_REASON_GATEWAY_PENDING;
             probe_ms = ctf_probe_retry_ms(difftime(time(NULL), ctf_created_at(chal)) * 1000);
         }
     }

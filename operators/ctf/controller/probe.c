@@ -4,9 +4,18 @@
  * would make it, and core/gateway.c's verdict on what came back.
  *
  * One probe: TCP connect and TLS handshake with SNI <host> (libcurl,
- * CONNECT_ONLY, to --gateway-probe-address whatever the host resolves to;
- * the certificate is not checked: the probe asks whether the gateway routes
- * the host, not whether it is trusted). For a TCP exposure it then waits
+ * CONNECT_ONLY, to --gateway-probe-address whatever the host resolves to),
+ * the certificate checked as a participant's client checks it: its chain
+ * against --gateway-probe-ca (a PEM file, read at every probe, so a renewed
+ * CA bundle counts from the next probe; only that file, not the system's
+ * store beside it) or, without the flag, the system's CA store, and its
+ * names against <host>. A certificate that fails (a wrong CA, the gateway's
+ * default certificate, someone else's) is not a served host: the probe
+ * stops at the handshake, sends nothing, and the instance waits with
+ * CTF_REASON_GATEWAY_CERT and libcurl's words for what failed. There is no
+ * opt-out: whoever runs the gateway holds its certificate, and so can give
+ * the operator the CA (or the self-signed certificate) that vouches for it.
+ * For a TCP exposure it then waits
  * PROBE_SILENT_MS for the instance to speak (a greeting: served; the
  * connection closed without a byte: the gateway has no server), and if the
  * instance stays silent it sends one "GET / HTTP/1.1" and reads the answer:
@@ -32,6 +41,8 @@
  * runs for an instance that is not Running yet, so a Running CTF probes
  * nothing.
  */
+#include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -40,6 +51,9 @@
 #include <time.h>
 
 #include <curl/curl.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include <kop/common.h>
 #include <kop/log.h>
@@ -52,14 +66,23 @@
 #define PROBE_SILENT_MS  150
 #define PROBE_ANSWER_MS  1000
 #define PROBE_READ_MAX   4096
+#define PROBE_MSG_SIZE   768 /* a message: the host, the CA file's path, libcurl's words */
 
 /* probe_read: what one connection brought back. */
 typedef struct probe_read {
     char buf[PROBE_READ_MAX];
     size_t len;
-    bool closed; /* the peer closed (or the connection failed after the handshake) */
-    bool poked;  /* the HTTP request was sent */
+    bool closed;    /* the peer closed (or the connection failed after the handshake) */
+    bool poked;     /* the HTTP request was sent */
+    bool untrusted; /* no session: the certificate failed verification, or the CA is unreadable */
 } probe_read;
+
+/* probe_gateway: where and how a probe connects; borrowed strings. */
+typedef struct probe_gateway {
+    const char *address; /* "host:port" of the gateway */
+    int port;            /* the participants' port, in the URL whose host is the SNI */
+    const char *ca;      /* PEM file of trusted CAs; NULL or "": the system's store */
+} probe_gateway;
 
 static long now_ms(void)
 {
@@ -126,15 +149,40 @@ static bool send_all(CURL *curl, const char *data, size_t len, long deadline)
 }
 
 /*
- * probe_host makes one connection through the gateway at address
- * ("host:port") with SNI and Host host, port the participants' port, and
- * fills r. wait_first: a TCP exposure, whose instance may speak first.
- * false with why (size bytes) when no TLS session came up.
+ * cert_failed: rc says the handshake stopped at the certificate (its chain,
+ * its names) or at the CA file, as opposed to a connection that failed.
  */
-static bool probe_host(const char *address, int port, const char *host, bool wait_first,
-                       probe_read *r, char *why, size_t size)
+static bool cert_failed(CURLcode rc)
+{
+    return rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ||
+           rc == CURLE_SSL_PINNEDPUBKEYNOTMATCH || rc == CURLE_SSL_ISSUER_ERROR;
+}
+
+/* verify_against sets curl to check the peer's chain and names, against ca or the system store. */
+static void verify_against(CURL *curl, const char *ca)
+{
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (ca && ca[0]) {
+        /* Only that file: the system's store beside it would also vouch for a stranger. */
+        curl_easy_setopt(curl, CURLOPT_CAINFO, ca);
+        curl_easy_setopt(curl, CURLOPT_CAPATH, NULL);
+    }
+}
+
+/*
+ * probe_host makes one connection through the gateway gw with SNI and Host
+ * host, and fills r. wait_first: a TCP exposure, whose instance may speak
+ * first. false with why (size bytes) when no TLS session came up, r->untrusted
+ * when that is because the certificate failed verification.
+ */
+static bool probe_host(const probe_gateway *gw, const char *host, bool wait_first, probe_read *r,
+                       char *why, size_t size)
 {
     char url[CTF_HOST_SIZE + 32], connect_to[2 * CTF_HOST_SIZE + 32], req[CTF_HOST_SIZE + 96];
+    char detail[CURL_ERROR_SIZE] = "";
+    const char *address = gw->address;
+    int port = gw->port;
     struct curl_slist *to = NULL;
     bool ok = false;
     long deadline = now_ms() + PROBE_TOTAL_MS;
@@ -151,8 +199,8 @@ static bool probe_host(const char *address, int port, const char *host, bool wai
     curl_easy_setopt(curl, CURLOPT_CONNECT_ONLY, 1L);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
-    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, detail);
+    verify_against(curl, gw->ca);
     /* No ALPN: the session is ours to read raw. With h2 negotiated, libcurl's
      * curl_easy_recv goes through its HTTP/2 layer (and crashed there). */
     curl_easy_setopt(curl, CURLOPT_SSL_ENABLE_ALPN, 0L);
@@ -160,6 +208,16 @@ static bool probe_host(const char *address, int port, const char *host, bool wai
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, (long)PROBE_CONNECT_MS);
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, (long)PROBE_TOTAL_MS);
     CURLcode rc = curl_easy_perform(curl);
+    if (rc != CURLE_OK && cert_failed(rc)) {
+        r->untrusted = true;
+        bool file = gw->ca && gw->ca[0];
+        snprintf(why, size,
+                 "the gateway at %s presents a certificate that fails verification against %s%s: "
+                 "%s",
+                 address, file ? "the CA file " : "the system's CA store", file ? gw->ca : "",
+                 detail[0] ? detail : curl_easy_strerror(rc));
+        goto out;
+    }
     if (rc != CURLE_OK) {
         snprintf(why, size, "no TLS session with the gateway at %s: %s", address,
                  curl_easy_strerror(rc));
@@ -209,25 +267,34 @@ static void what_came(const probe_read *r, char *out, size_t size)
 
 /*
  * served_host probes one host (two connections for a 404 or 421: the
- * host's, then the unrouted host's); false with msg saying what it got
- * instead of its instance's answer. r and ref are the caller's buffers.
+ * host's, then the unrouted host's): CTF_PROBE_OK when its instance
+ * answered, else CTF_PROBE_NOT_YET (or CTF_PROBE_UNTRUSTED: the
+ * certificate) with msg saying what it got instead. r and ref are the
+ * caller's buffers.
  */
-static bool served_host(const ctf_config *cfg, const char *host, bool http, probe_read *r,
-                        probe_read *ref, char *msg, size_t size)
+static ctf_probe_outcome served_host(const ctf_config *cfg, const char *host, bool http,
+                                     probe_read *r, probe_read *ref, char *msg, size_t size)
 {
-    const char *address = cfg->gateway.probe_address;
-    char why[256], unrouted[CTF_HOST_SIZE];
-    int port = gateway_port(cfg);
+    probe_gateway gw = {.address = cfg->gateway.probe_address,
+                        .port = gateway_port(cfg),
+                        .ca = cfg->gateway.probe_ca};
+    char why[CURL_ERROR_SIZE + CTF_HOST_SIZE + PATH_MAX], unrouted[CTF_HOST_SIZE];
     long t0 = now_ms();
-    bool up = probe_host(address, port, host, !http, r, why, sizeof why);
+    bool up = probe_host(&gw, host, !http, r, why, sizeof why);
     kop_log(KOP_LOG_DEBUG, "gateway probe", KOP_LOG_STR("host", host),
             KOP_LOG_BOOL("session", up), KOP_LOG_INT("bytes", (long long)r->len),
             KOP_LOG_BOOL("poked", r->poked), KOP_LOG_BOOL("closed", r->closed),
             KOP_LOG_INT("ms", now_ms() - t0), KOP_LOG_STR("error", up ? "" : why));
+    if (!up && r->untrusted) {
+        if (snprintf(msg, size, "the certificate for %s is not trusted: %s", host, why) >=
+            (int)size)
+            msg[size - 1] = '\0'; /* cut: the message is for people */
+        return CTF_PROBE_UNTRUSTED;
+    }
     if (!up) {
         if (snprintf(msg, size, "waiting for the gateway to serve %s: %s", host, why) >= (int)size)
-            msg[size - 1] = '\0'; /* cut: the message is for people */
-        return false;
+            msg[size - 1] = '\0';
+        return CTF_PROBE_NOT_YET;
     }
     ctf_probe_verdict v = ctf_gateway_probe_verdict(r->buf, r->len, http, r->poked, r->closed);
     if (v == CTF_PROBE_COMPARE) {
@@ -236,17 +303,17 @@ static bool served_host(const ctf_config *cfg, const char *host, bool http, prob
                      cfg->gateway.domain) >= (int)sizeof unrouted)
             unrouted[sizeof unrouted - 1] = '\0';
         /* The instance's own 404 unless a host without a route gets the very same. */
-        v = probe_host(address, port, unrouted, false, ref, why, sizeof why) &&
+        v = probe_host(&gw, unrouted, false, ref, why, sizeof why) &&
                     ctf_gateway_probe_same(r->buf, r->len, ref->buf, ref->len)
                 ? CTF_PROBE_GATEWAY
                 : CTF_PROBE_SERVED;
     }
     if (v == CTF_PROBE_SERVED)
-        return true;
+        return CTF_PROBE_OK;
     what_came(r, why, sizeof why);
     if (snprintf(msg, size, "waiting for the gateway to serve %s: %s", host, why) >= (int)size)
         msg[size - 1] = '\0';
-    return false;
+    return CTF_PROBE_NOT_YET;
 }
 
 /* ---- probes off the workers: a table of slots, one thread per probe ---- */
@@ -259,9 +326,10 @@ static bool served_host(const ctf_config *cfg, const char *host, bool http, prob
  */
 typedef struct probe_slot {
     bool used, done, served;
-    long done_at; /* now_ms() when done */
+    bool untrusted; /* the last answer: a certificate that failed verification */
+    long done_at;   /* now_ms() when done */
     char host[CTF_HOST_SIZE];
-    char msg[384];
+    char msg[PROBE_MSG_SIZE];
 } probe_slot;
 
 #define RESULT_KEEP_MS 3000
@@ -269,6 +337,9 @@ typedef struct probe_slot {
 
 static pthread_mutex_t slots_mu = PTHREAD_MUTEX_INITIALIZER;
 static probe_slot slots[CTF_PROBE_MAX_IN_FLIGHT];
+/* Probe threads not finished (under slots_mu), and the signal that it dropped to 0. */
+static int threads_running;
+static pthread_cond_t threads_idle = PTHREAD_COND_INITIALIZER;
 
 /* probe_job: what a probe thread needs, owned by it (the reconcile's inputs are borrowed). */
 typedef struct probe_job {
@@ -277,6 +348,7 @@ typedef struct probe_job {
     char address[CTF_HOST_SIZE + 8];
     char domain[CTF_HOST_SIZE];
     char host[CTF_HOST_SIZE];
+    char ca[PATH_MAX]; /* "": the system's store */
     int port;
     probe_read answers[2];
 } probe_job;
@@ -285,18 +357,24 @@ static void *probe_thread(void *arg)
 {
     probe_job *job = arg;
     ctf_config cfg = {.gateway = {.domain = job->domain, .port = job->port,
-                                  .probe_address = job->address}};
-    char msg[384] = "";
-    bool served = served_host(&cfg, job->host, job->http, &job->answers[0], &job->answers[1],
-                              msg, sizeof msg);
+                                  .probe_address = job->address, .probe_ca = job->ca}};
+    char msg[PROBE_MSG_SIZE] = "";
+    ctf_probe_outcome got = served_host(&cfg, job->host, job->http, &job->answers[0],
+                                        &job->answers[1], msg, sizeof msg);
     pthread_mutex_lock(&slots_mu);
     probe_slot *ps = &slots[job->slot];
     ps->done = true;
-    ps->served = served;
+    ps->served = got == CTF_PROBE_OK;
+    ps->untrusted = got == CTF_PROBE_UNTRUSTED;
     ps->done_at = now_ms();
     snprintf(ps->msg, sizeof ps->msg, "%s", msg);
     pthread_mutex_unlock(&slots_mu);
     free(job);
+    /* Last: ctf_probe_wait_idle's caller may exit once this thread holds nothing. */
+    pthread_mutex_lock(&slots_mu);
+    if (--threads_running == 0)
+        pthread_cond_broadcast(&threads_idle);
+    pthread_mutex_unlock(&slots_mu);
     return NULL;
 }
 
@@ -340,11 +418,21 @@ static bool start_probe(const ctf_config *cfg, const char *host, bool http, int 
         job->port = gateway_port(cfg);
         snprintf(job->address, sizeof job->address, "%s", cfg->gateway.probe_address);
         snprintf(job->domain, sizeof job->domain, "%s", cfg->gateway.domain);
+        if (cfg->gateway.probe_ca)
+            snprintf(job->ca, sizeof job->ca, "%s", cfg->gateway.probe_ca);
         snprintf(job->host, sizeof job->host, "%s", host);
         if (pthread_attr_init(&attr) == 0) {
             pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+            pthread_mutex_lock(&slots_mu);
+            threads_running++; /* before the thread can end and count itself out */
+            pthread_mutex_unlock(&slots_mu);
             ok = pthread_create(&t, &attr, probe_thread, job) == 0;
             pthread_attr_destroy(&attr);
+            if (!ok) {
+                pthread_mutex_lock(&slots_mu);
+                threads_running--;
+                pthread_mutex_unlock(&slots_mu);
+            }
         }
     }
     if (!ok) {
@@ -364,7 +452,9 @@ static bool start_probe(const ctf_config *cfg, const char *host, bool http, int 
  * probe to the next until the answer changes, so the Challenge's status is
  * not rewritten (an event, a reconcile, a probe: a loop) at every probe. A
  * host is probed again PROBE_GAP_MS after its last answer at the soonest.
- * CTF_PROBE_OK served, CTF_PROBE_NOT_YET not (yet), CTF_PROBE_BUSY no slot.
+ * CTF_PROBE_OK served, CTF_PROBE_NOT_YET not (yet), CTF_PROBE_UNTRUSTED its
+ * last answer was a certificate that failed (kept, like the message, while
+ * it is probed again), CTF_PROBE_BUSY no slot.
  */
 static ctf_probe_outcome host_state(const ctf_config *cfg, const char *host, bool http, char *msg,
                                     size_t size)
@@ -384,6 +474,8 @@ static ctf_probe_outcome host_state(const ctf_config *cfg, const char *host, boo
             start = true;
         }
         if (out != CTF_PROBE_OK) {
+            if (ps->msg[0] && !ps->served && ps->untrusted)
+                out = CTF_PROBE_UNTRUSTED;
             if (ps->msg[0] && !ps->served)
                 snprintf(msg, size, "%s", ps->msg);
             else
@@ -430,12 +522,15 @@ ctf_probe_outcome ctf_gateway_served(const ctf_config *cfg, const json_t *eps, c
     {
         const char *host = json_string_value(json_object_get(e, "host"));
         bool http = kop_streq(json_string_value(json_object_get(e, "type")), "HTTP");
-        char why[384];
+        char why[PROBE_MSG_SIZE];
         if (!host)
             continue;
         ctf_probe_outcome h = host_state(cfg, host, http, why, sizeof why);
-        if (h != CTF_PROBE_OK && out == CTF_PROBE_OK) {
-            snprintf(msg, size, "%s", why); /* the first host not served says why */
+        /* The first host not served says why; a certificate that fails says more than a wait. */
+        if (h != CTF_PROBE_OK && (out == CTF_PROBE_OK ||
+                                  (h == CTF_PROBE_UNTRUSTED && out != CTF_PROBE_UNTRUSTED))) {
+            if (snprintf(msg, size, "%s", why) >= (int)size)
+                msg[size - 1] = '\0';
             out = h;
         }
     }
@@ -451,4 +546,51 @@ long ctf_probe_retry_ms(double age_ms)
     if (age_ms < 5 * 60 * 1000.0)
         return 1000;
     return 3000;
+}
+
+kop_err ctf_probe_ca_check(const char *path, kop_status *st)
+{
+    kop_err err = KOP_OK;
+    int certs = 0;
+    X509 *x;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        kop_status_setf(st, 0, NULL, "--gateway-probe-ca %s: cannot read it: %s", path,
+                        strerror(errno));
+        return KOP_ECONFIG;
+    }
+    while ((x = PEM_read_X509(f, NULL, NULL, NULL)) != NULL) {
+        certs++;
+        X509_free(x);
+    }
+    ERR_clear_error(); /* the end of the file reads as an error; nothing else is asked of it */
+    if (certs == 0) {
+        kop_status_setf(st, 0, NULL,
+                        "--gateway-probe-ca %s: no PEM certificate in it (the CA that signed the "
+                        "gateway's certificate, or a self-signed certificate itself)",
+                        path);
+        err = KOP_ECONFIG;
+    }
+    fclose(f);
+    return err;
+}
+
+bool ctf_probe_wait_idle(long timeout_ms)
+{
+    struct timespec until;
+    bool idle;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&slots_mu);
+    while (threads_running > 0 &&
+           pthread_cond_timedwait(&threads_idle, &slots_mu, &until) == 0)
+        ;
+    idle = threads_running == 0;
+    pthread_mutex_unlock(&slots_mu);
+    return idle;
 }

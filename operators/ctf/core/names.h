@@ -65,6 +65,9 @@ typedef struct ctf_gateway {
     const char *probe_address;  /* "host:port" the operator reaches the gateway at, to check
                                  * that a host is served before Running (controller/probe.h);
                                  * NULL or "": no probe, Running waits for Accepted only */
+    const char *probe_ca;       /* PEM file of the CA(s) the probe verifies the gateway's
+                                 * certificate against (the wildcard's CA, or a self-signed
+                                 * certificate itself); NULL or "": the system's CA store */
     const unsigned char *key;   /* the host key (ctf_host_id), key_len bytes */
     size_t key_len;
 } ctf_gateway;
