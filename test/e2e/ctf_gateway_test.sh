@@ -14,14 +14,7 @@
 #     the Gateway and the route;
 #   - the route's status is the gateway's word: written here as a gateway
 #     would (Accepted and ResolvedRefs True for kopc-gateway/ctf), it wakes
-#     the Challenge through the route watch and, once the operator's probe
-#     (--gateway-probe-address, --gateway-probe-ca DIR/gateway/ca.crt) met
-#     the devcluster's wildcard certificate at the test's TLS server
-#     (fake_gateway_tls.py, the gateway's data plane), it goes Running;
-#   - a host whose certificate fails verification (the test's server presents
-#     a self-signed one for it) stays Pending with GatewayCertificateInvalid,
-#     its message naming the host and the CA file; given the wildcard
-#     certificate again, it goes Running; a refusal
+#     the Challenge through the route watch and it goes Running; a refusal
 #     (Accepted=False NotAllowedByListeners) shows as RouteNotAccepted with
 #     the gateway's reason, never Running;
 #   - the host is stable: the same after Stop and Start, the same after an
@@ -52,7 +45,6 @@ NODE=${NODE:-node}
 ARTIFACTS=${KOP_ARTIFACTS:-$SRC/build/test-artifacts/gateway-page}
 e2e_init ctf-gateway stop_processes
 op_pid=
-gw_pid=
 DOMAIN=ctf.test
 
 fail() {
@@ -64,7 +56,6 @@ fail() {
 }
 stop_processes() {
     [ -n "$op_pid" ] && kill -9 "$op_pid" 2>/dev/null || true
-    [ -n "$gw_pid" ] && kill -9 "$gw_pid" 2>/dev/null || true
 }
 
 field() { kc get chal "$1" -o jsonpath="{$2}" 2>/dev/null; }
@@ -110,9 +101,7 @@ gateway_says() {
 
 start_operator() {
     "$OPERATOR" --kubeconfig "$WORK/operator.kubeconfig" --metrics-bind "127.0.0.1:$PORT" \
-        --api-bind "127.0.0.1:$API_PORT" --gateway-domain "$DOMAIN" \
-        --gateway-probe-address "127.0.0.1:$GW_PORT" --gateway-probe-ca "$DIR/gateway/ca.crt" \
-        -v 1 >>"$WORK/op.log" 2>&1 &
+        --api-bind "127.0.0.1:$API_PORT" --gateway-domain "$DOMAIN" -v 1 >>"$WORK/op.log" 2>&1 &
     op_pid=$!
     wait_for 60 "operator ready" curl -sf "http://127.0.0.1:$PORT/readyz"
 }
@@ -130,17 +119,6 @@ ctf_rbac_and_samples
 ctf_token_secrets team-a team-b
 rbac_in_force create tlsroutes.gateway.networking.k8s.io
 sa_kubeconfig "$WORK/operator.kubeconfig"
-# The gateway's data plane, played here: the devcluster's wildcard certificate
-# for every host, a self-signed one for the hosts listed in $WORK/wrong-hosts.
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
-    -subj "/CN=*.$DOMAIN" -addext "subjectAltName=DNS:*.$DOMAIN" \
-    -keyout "$WORK/wrong.key" -out "$WORK/wrong.crt" 2>/dev/null || fail "openssl req (the wrong certificate)"
-: >"$WORK/wrong-hosts"
-python3 "$SRC/test/e2e/fake_gateway_tls.py" "$WORK/gw.port" "$DIR/gateway/tls.crt" "$DIR/gateway/tls.key" \
-    "$WORK/wrong.crt" "$WORK/wrong.key" "$WORK/wrong-hosts" 2>>"$WORK/gw.log" &
-gw_pid=$!
-wait_for 30 "the test's gateway TLS server" test -s "$WORK/gw.port"
-GW_PORT=$(cat "$WORK/gw.port")
 PORT=$(free_port)
 API_PORT=$(free_port)
 start_operator
@@ -206,22 +184,7 @@ ok "pods Ready, no gateway: Pending, GatewayPending, and the API shows host, por
 log "the gateway's word, in the route's status, wakes the Challenge"
 gateway_says "$NS_A" tlsroute tcp True
 wait_for 60 "nc-team-a Running once the gateway accepts its route" status_is nc-team-a Running
-ok "accepted by kopc-gateway/ctf and its certificate verified against $DIR/gateway/ca.crt: Running (the route watch woke it)"
-
-log "the probe checks the gateway's certificate (--gateway-probe-ca): an untrusted one is never Running"
-NS_B=$(field nc-team-b .status.namespace)
-echo "$HOST_B" >"$WORK/wrong-hosts"
-wait_for 120 "nc-team-b's pods available" deployments_available "$NS_B"
-gateway_says "$NS_B" tlsroute tcp True
-wait_for 60 "nc-team-b shows the untrusted certificate" ready_reason_is nc-team-b GatewayCertificateInvalid
-status_is nc-team-b Pending || fail "nc-team-b is $(field nc-team-b .status.currentStatus) behind an untrusted certificate"
-message_has nc-team-b "the certificate for $HOST_B is not trusted" || fail "nc-team-b's message: $(field nc-team-b .status.message)"
-message_has nc-team-b "$DIR/gateway/ca.crt" || fail "nc-team-b's message names no CA file: $(field nc-team-b .status.message)"
-[ "$(field nc-team-b '.status.conditions[?(@.type=="Progressing")].reason')" = GatewayCertificateInvalid ] ||
-    fail "nc-team-b's Progressing reason is not GatewayCertificateInvalid"
-: >"$WORK/wrong-hosts"
-wait_for 60 "nc-team-b Running once the gateway presents the wildcard certificate" status_is nc-team-b Running
-ok "a self-signed certificate for $HOST_B: Pending, GatewayCertificateInvalid naming the host and CA; the wildcard one: Running"
+ok "accepted by kopc-gateway/ctf: Running (the route watch woke it)"
 web_route=$(field web-team-a '.status.endpoints[0].name')
 wait_for 120 "web-team-a's pods available" deployments_available "$NS_W"
 gateway_says "$NS_W" httproute "$web_route" False NotAllowedByListeners
