@@ -16,6 +16,16 @@ The cells (the teams cells' claims-fresh and claims-pool): measure_claims,
 on a fresh cluster in the frame operators.measured_operator; the limit of a
 claim claims the warm namespaces make_warm_namespaces made
 (converge.measure_limit with the loader's --claim).
+
+The teams-gw cells (issue 29, item 4) measure claims-pool in ctf-operator's
+gateway mode: the operator runs with --gateway-domain (no probe address:
+fake nodes serve nothing), Traefik serves the Gateway (bench/gateway.py),
+a claim also writes the team's route, and Running waits for Traefik to
+accept it. Their limit does the same: the loader's --claim with
+--gateway-domain applies the route after the claim patch and writes Running
+once a watch sees it accepted; each warm namespace then also holds the
+exposed Service the route names (Traefik refuses a route to a Service that
+does not exist).
 """
 import asyncio
 import json
@@ -25,7 +35,8 @@ import time
 
 import streams
 from cluster import ApiWrites, Kube, fresh_cluster, wait_pool_ready
-from common import parallel, proc_cpu, team_token
+from common import parallel, proc_cpu, team_token, writes_of
+from gateway import traefik_cpu
 from harness import burst_ms, quiet_gate
 from operators import measured_operator
 
@@ -79,27 +90,38 @@ def measure(api_port, token, n, definition, out, spread_ms=BURST_MS):
     return res
 
 
-def make_warm_namespaces(c, n):
+def make_warm_namespaces(c, n, service=False):
     """The limit of a claim: namespaces bench-warm-<i> with a warm pool's
-    label, for the loader (--claim) to claim; made before the gate, unmeasured."""
+    label, for the loader (--claim) to claim; made before the gate, unmeasured.
+    service (the gateway mode): each also holds the bench definition's
+    exposed Service (tcp, port 1337), which the team's route names."""
     kube = Kube(c.kubeconfig, os.path.join(c.dir, "harness"))
 
     def make(i):
+        ns = "bench-warm-%05d" % i
         st, body = kube.request("POST", "/api/v1/namespaces", {
             "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": "bench-warm-%05d" % i, "labels": {"ctf.kopc.io/pool": "bench"}}})
+            "metadata": {"name": ns, "labels": {"ctf.kopc.io/pool": "bench"}}})
         if st not in (200, 201):
             raise RuntimeError(f"warm namespace {i}: HTTP {st} {body[:200]!r}")
+        if service:
+            st, body = kube.request("POST", f"/api/v1/namespaces/{ns}/services", {
+                "apiVersion": "v1", "kind": "Service", "metadata": {"name": "tcp"},
+                "spec": {"selector": {"ctf.kopc.io/pod": "echo"},
+                         "ports": [{"name": "tcp", "port": 1337, "protocol": "TCP"}]}})
+            if st not in (200, 201):
+                raise RuntimeError(f"warm Service {i}: HTTP {st} {body[:200]!r}")
     parallel(make, range(n))
 
 
-def measure_claims(args, op, workload, n, out, pooled):
+def measure_claims(args, op, workload, n, out, pooled, extra=()):
     """The burst on the teams' event streams (measure), with a warm
-    pool of n (pooled) or none."""
+    pool of n (pooled) or none; extra: the operator's own flags (the
+    gateway mode's)."""
     os.makedirs(out, exist_ok=True)
     # Room for the warm pods and the fresh ones a refill or a miss makes.
     c = fresh_cluster(args, workload, n, "claims", pods_per_object=2 if pooled else 1)
-    with measured_operator(op, c, out, n, 0 if args.quick else 2) as run:
+    with measured_operator(op, c, out, n, 0 if args.quick else 2, extra=extra) as run:
         pid = run.pid
         warmup_s = None
         if pooled:
@@ -109,10 +131,19 @@ def measure_claims(args, op, workload, n, out, pooled):
             time.sleep(2)  # the pool's own writes settle before the burst
         quiet_gate(args)
         writes = ApiWrites(c, workload)
-        cpu0 = proc_cpu(pid)
+        cpu0, tr0 = proc_cpu(pid), traefik_cpu(c)
+        req0 = op.requests() or {}
         s = measure(op.api_port, team_token, n, "bench", out,  # each team its own token
                     spread_ms=burst_ms(args))
         s.update(writes.done(0))
+        # The operator's own writes over the burst (its rest_client_requests_total), by method.
+        req1 = op.requests() or {}
+        by = {k: v - req0.get(k, 0) for k, v in req1.items() if v - req0.get(k, 0) > 0}
+        s["requests_by_method"] = by
+        s["writes_per_object"] = (writes_of(by) or 0) / n
+        tr1 = traefik_cpu(c)
+        if tr0 is not None and tr1 is not None:
+            s["traefik_cpu_s"] = tr1 - tr0
         claimed = c.kubectl("get", "ns", "-l", "ctf.kopc.io/pool,ctf.kopc.io/challenge", "-o", "name")
         s.update({"pool": n if pooled else 0, "pool_warmup_s": warmup_s,
                   "served_from_pool": sum(1 for x in claimed.split() if x.startswith("namespace/")),
