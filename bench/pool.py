@@ -43,6 +43,7 @@ from operators import measured_operator
 BURST_MS = 10000        # N teams press Create within 10 s
 PUT_CONCURRENCY = 32    # PUTs in flight at once
 DEADLINE_S = 600        # a team that has not seen Running by then counts as not served
+OPERATOR_MANAGER = "kopc-ctf"  # ctf-operator's field manager (CTF_FIELD_MANAGER)
 
 
 class RunningStream(streams.Stream):
@@ -72,6 +73,8 @@ async def _measure(host, port, token, n, definition, spread_ms):
         ss, tasks, lambda i, sem: _put(host, port, token, i, definition, sem),
         spread_ms, PUT_CONCURRENCY, DEADLINE_S)
     return {"teams": n, "accepted": sum(1 for x in sent if x is not None), "done": len(lat),
+            # per team: the PUT sent and Running seen on its stream (epoch s; None: not)
+            "times": [(sent[s.i], s.changed_at) for s in ss],
             "claim_ms": streams.spread(lat),
             "within_250ms": sum(1 for x in lat if x <= 250),
             "within_1s": sum(1 for x in lat if x <= 1000)}
@@ -88,6 +91,47 @@ def measure(api_port, token, n, definition, out, spread_ms=BURST_MS):
     with open(os.path.join(out, "claims.json"), "w") as f:
         json.dump(res, f, indent=1)
     return res
+
+
+def _epoch(stamp):
+    """Seconds since the epoch of an RFC 3339 time of the apiserver (whole seconds)."""
+    import calendar
+    return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def route_split(c, times):
+    """The gateway mode's claims split at the route (kopc's run): for each
+    team, when the operator's apply of its TLSRoute and Traefik's write of
+    its status happened, from the route's managedFields (the apiserver's
+    clock, whole seconds: each time is up to 1 s early), against the PUT sent
+    and Running seen on the team's stream (times, from measure). Returns
+    p50/p99/max of PUT -> route applied, route applied -> accepted written,
+    accepted written -> Running on the stream, in ms."""
+    routes = json.loads(c.kubectl("get", "tlsroutes.gateway.networking.k8s.io", "-A", "-o", "json"))
+    chals = json.loads(c.kubectl("-n", "ctf", "get", "challenges.ctf.kopc.io", "-o", "json"))
+    team_of = {x["metadata"]["name"]: x["spec"].get("team", "") for x in chals["items"]}
+    put_applied, applied_accepted, accepted_running = [], [], []
+    for r in routes["items"]:
+        md = r["metadata"]
+        team = team_of.get(md.get("labels", {}).get("ctf.kopc.io/challenge", ""), "")
+        if not team.startswith("team-"):
+            continue
+        sent, running = times[int(team[5:])]
+        applied = accepted = None
+        for m in md.get("managedFields", []):
+            if m.get("subresource") == "status" and m.get("manager") != OPERATOR_MANAGER:
+                accepted = _epoch(m["time"])  # the gateway's write
+            elif m.get("manager") == OPERATOR_MANAGER and not m.get("subresource"):
+                applied = _epoch(m["time"])
+        if sent is None or running is None or applied is None or accepted is None:
+            continue
+        put_applied.append((applied - sent) * 1000)
+        applied_accepted.append((accepted - applied) * 1000)
+        accepted_running.append((running - accepted) * 1000)
+    return {"routes_timed": len(put_applied),
+            "put_to_route_applied_ms": streams.spread(put_applied),
+            "route_applied_to_accepted_ms": streams.spread(applied_accepted),
+            "accepted_to_running_ms": streams.spread(accepted_running)}
 
 
 def make_warm_namespaces(c, n, service=False):
@@ -135,6 +179,7 @@ def measure_claims(args, op, workload, n, out, pooled, extra=()):
         req0 = op.requests() or {}
         s = measure(op.api_port, team_token, n, "bench", out,  # each team its own token
                     spread_ms=burst_ms(args))
+        times = s.pop("times")
         s.update(writes.done(0))
         # The operator's own writes over the burst (its rest_client_requests_total), by method.
         req1 = op.requests() or {}
@@ -144,6 +189,11 @@ def measure_claims(args, op, workload, n, out, pooled, extra=()):
         tr1 = traefik_cpu(c)
         if tr0 is not None and tr1 is not None:
             s["traefik_cpu_s"] = tr1 - tr0
+        if extra:  # the gateway mode: where the time went, at the route
+            try:
+                s["route_split"] = route_split(c, times)
+            except (RuntimeError, ValueError, KeyError, IndexError) as e:  # a figure less
+                s["route_split"] = {"error": f"{type(e).__name__}: {e}"}
         claimed = c.kubectl("get", "ns", "-l", "ctf.kopc.io/pool,ctf.kopc.io/challenge", "-o", "name")
         s.update({"pool": n if pooled else 0, "pool_warmup_s": warmup_s,
                   "served_from_pool": sum(1 for x in claimed.split() if x.startswith("namespace/")),
