@@ -38,7 +38,7 @@ from cluster import ApiWrites, Kube, fresh_cluster, wait_pool_ready
 from common import parallel, proc_cpu, team_token, writes_of
 from gateway import traefik_cpu
 from harness import burst_ms, quiet_gate
-from operators import measured_operator
+from operators import Profile, measured_operator
 
 BURST_MS = 10000        # N teams press Create within 10 s
 PUT_CONCURRENCY = 32    # PUTs in flight at once
@@ -107,7 +107,8 @@ def route_split(c, times):
     and Running seen on the team's stream (times, from measure). Returns
     p50/p99/max of PUT -> route applied, route applied -> accepted written,
     accepted written -> Running on the stream, in ms."""
-    routes = json.loads(c.kubectl("get", "tlsroutes.gateway.networking.k8s.io", "-A", "-o", "json"))
+    routes = json.loads(c.kubectl("get", "tlsroutes.gateway.networking.k8s.io", "-A", "-o", "json",
+                                  "--show-managed-fields"))
     chals = json.loads(c.kubectl("-n", "ctf", "get", "challenges.ctf.kopc.io", "-o", "json"))
     team_of = {x["metadata"]["name"]: x["spec"].get("team", "") for x in chals["items"]}
     put_applied, applied_accepted, accepted_running = [], [], []
@@ -158,6 +159,13 @@ def make_warm_namespaces(c, n, service=False):
     parallel(make, range(n))
 
 
+def deployment_generations(c):
+    """{(namespace, name): metadata.generation} of every Deployment."""
+    deps = json.loads(c.kubectl("get", "deployments", "-A", "-o", "json"))["items"]
+    return {(d["metadata"]["namespace"], d["metadata"]["name"]): d["metadata"].get("generation")
+            for d in deps}
+
+
 def measure_claims(args, op, workload, n, out, pooled, extra=()):
     """The burst on the teams' event streams (measure), with a warm
     pool of n (pooled) or none; extra: the operator's own flags (the
@@ -173,12 +181,17 @@ def measure_claims(args, op, workload, n, out, pooled, extra=()):
                       "-p", json.dumps({"spec": {"pool": {"min": n}}}))
             warmup_s = wait_pool_ready(c, n)
             time.sleep(2)  # the pool's own writes settle before the burst
+        gens0 = deployment_generations(c) if pooled else {}
         quiet_gate(args)
         writes = ApiWrites(c, workload)
         cpu0, tr0 = proc_cpu(pid), traefik_cpu(c)
         req0 = op.requests() or {}
+        prof = Profile(args, op, pid, out)  # --perf: the burst profiled
         s = measure(op.api_port, team_token, n, "bench", out,  # each team its own token
                     spread_ms=burst_ms(args))
+        prof.stop()
+        if prof.proc:
+            s["profiled"] = True
         times = s.pop("times")
         s.update(writes.done(0))
         # The operator's own writes over the burst (its rest_client_requests_total), by method.
@@ -195,6 +208,12 @@ def measure_claims(args, op, workload, n, out, pooled, extra=()):
             except (RuntimeError, ValueError, KeyError, IndexError) as e:  # a figure less
                 s["route_split"] = {"error": f"{type(e).__name__}: {e}"}
         claimed = c.kubectl("get", "ns", "-l", "ctf.kopc.io/pool,ctf.kopc.io/challenge", "-o", "name")
+        # No pod restarted at the claim: a claimed instance's Deployments are at the
+        # generation they had before the burst (a changed pod template would roll its pods).
+        names = {x.split("/", 1)[1] for x in claimed.split() if x.startswith("namespace/")}
+        gens = deployment_generations(c)
+        s["claimed_deployments_changed"] = sum(
+            1 for k, g in gens.items() if k[0] in names and gens0.get(k, g) != g)
         s.update({"pool": n if pooled else 0, "pool_warmup_s": warmup_s,
                   "served_from_pool": sum(1 for x in claimed.split() if x.startswith("namespace/")),
                   "cpu_s": proc_cpu(pid) - cpu0,
