@@ -38,7 +38,7 @@ from cluster import ApiWrites, Kube, fresh_cluster, wait_pool_ready
 from common import parallel, proc_cpu, team_token, writes_of
 from gateway import traefik_cpu
 from harness import burst_ms, quiet_gate
-from operators import Profile, measured_operator
+from operators import Profile, measured_operator, requests_of
 
 BURST_MS = 10000        # N teams press Create within 10 s
 PUT_CONCURRENCY = 32    # PUTs in flight at once
@@ -194,8 +194,9 @@ def measure_claims(args, op, workload, n, out, pooled, extra=()):
             s["profiled"] = True
         times = s.pop("times")
         s.update(writes.done(0))
-        # The operator's own writes over the burst (its rest_client_requests_total), by method.
-        req1 = op.requests() or {}
+        # The operator's own writes over the burst (its rest_client_requests_total), by method;
+        # its /metrics (the work queues' wait and work times among them) kept in metrics.txt.
+        req1 = requests_of(op.metrics(os.path.join(out, "metrics.txt"))) or {}
         by = {k: v - req0.get(k, 0) for k, v in req1.items() if v - req0.get(k, 0) > 0}
         s["requests_by_method"] = by
         s["writes_per_object"] = (writes_of(by) or 0) / n
