@@ -18,7 +18,10 @@ fresh devcluster (same binary, same flags, same etcd state at the start):
   claims (challenges, kopc) the burst as the teams see it: each team holds
          its event stream open and PUTs its instance, paced over 10 s;
          PUT sent -> Running on its stream, once with a warm pool sized for
-         the burst and once without (bench/pool.py).
+         the burst and once without (bench/pool.py); --phases claims-pool
+         or claims-fresh runs one of the two. The teams-gw cells: the pooled
+         claims in the gateway mode (a route written at the claim, Running
+         once Traefik accepted it), against the limit doing the same.
   streams (challenges, kopc, after warm) N event streams held open while
          each instance is renewed: memory per stream, and renewal -> event
          seen on the team's stream (bench/streams.py).
@@ -78,6 +81,7 @@ from cluster import Spares  # noqa: E402
 from common import ROOT, VENV, log, shutil_which  # noqa: E402
 from converge import measure_cold, measure_limit, measure_warm  # noqa: E402
 from expiry import measure_expiry, measure_limit_expiry  # noqa: E402
+from gateway import GATEWAY_DOMAIN  # noqa: E402
 from harness import burst_ms  # noqa: E402
 from operators import operators  # noqa: E402
 from pool import measure_claims  # noqa: E402
@@ -161,6 +165,14 @@ def plan(args, ops, workload, n, phases, only_ops):
     the limit first; its order is rotated per trial (main)."""
     objects = WORKLOADS[workload]["objects"]
     units = []
+    # The claims phases: both with "claims"; one with "claims-pool" or "claims-fresh". The
+    # teams-gw cells measure the pooled claims only, in the gateway mode.
+    claims = [p for p in ("claims-fresh", "claims-pool") if p in phases or "claims" in phases]
+    gw_loader, gw_operator = (), ()
+    if workload == "teams-gw":
+        claims = [p for p in claims if p == "claims-pool"]
+        gw_loader = ("--gateway-domain", GATEWAY_DOMAIN)
+        gw_operator = ("--gateway-domain", GATEWAY_DOMAIN)
 
     def want(name):
         return not only_ops or name in only_ops
@@ -171,14 +183,18 @@ def plan(args, ops, workload, n, phases, only_ops):
         if workload == "challenges" and "burst" in phases:
             lim.append(("burst", lambda out: measure_limit(
                 args, workload, n, out, ("--spread-ms", str(burst_ms(args))), "burst"), None))
-    elif workload == "teams" and "claims" in phases:
+    elif workload in ("teams", "teams-gw") and claims:
         # The same arrival rate: N creates paced over 10 s, the loader doing
-        # an instance's writes (no pool) or a claim's (a warm namespace).
-        lim.append(("claims-fresh", lambda out: measure_limit(
-            args, workload, n, out, ("--spread-ms", str(burst_ms(args))), "claims-fresh"), None))
-        lim.append(("claims-pool", lambda out: measure_limit(
-            args, workload, n, out, ("--spread-ms", str(burst_ms(args)), "--claim", "1"),
-            "claims-pool"), None))
+        # an instance's writes (no pool) or a claim's (a warm namespace; in
+        # the gateway mode the route too, and Running once it is accepted).
+        if "claims-fresh" in claims:
+            lim.append(("claims-fresh", lambda out: measure_limit(
+                args, workload, n, out, ("--spread-ms", str(burst_ms(args))), "claims-fresh"),
+                None))
+        if "claims-pool" in claims:
+            lim.append(("claims-pool", lambda out: measure_limit(
+                args, workload, n, out, ("--spread-ms", str(burst_ms(args)), "--claim", "1")
+                + gw_loader, "claims-pool"), None))
     elif workload == "expiry" and "expiry" in phases:
         lim.append(("expiry", lambda out: measure_limit_expiry(args, workload, n, out), None))
     elif workload == "realflag" and "realflag" in phases:
@@ -200,9 +216,11 @@ def plan(args, ops, workload, n, phases, only_ops):
                 step("cold", measure_cold)
             if "burst" in phases and op.api:
                 step("burst", measure_burst)
-        elif workload == "teams" and "claims" in phases and op.name == "kopc":
-            step("claims-fresh", lambda *a: measure_claims(*a, False))
-            step("claims-pool", lambda *a: measure_claims(*a, True))
+        elif workload in ("teams", "teams-gw") and claims and op.name == "kopc":
+            if "claims-fresh" in claims:
+                step("claims-fresh", lambda *a: measure_claims(*a, False))
+            if "claims-pool" in claims:
+                step("claims-pool", lambda *a: measure_claims(*a, True, gw_operator))
         elif workload == "expiry" and "expiry" in phases and op.name == "kopc":
             step("expiry", measure_expiry)
         elif workload == "realflag" and "realflag" in phases and op.name == "kopc":
@@ -227,7 +245,8 @@ def main():
     ap.add_argument("--phases", default="warm,cold,burst,claims,expiry,realflag",
                     help="warm, cold, burst (challenges: the instance API, paced), claims "
                     "(the teams cells: the burst on the teams' event streams, with and without "
-                    "a warm pool, and the limit of each) and/or expiry (the expiry cells: mass "
+                    "a warm pool, and the limit of each; claims-pool or claims-fresh: one of "
+                    "them; the teams-gw cells: the pooled one in the gateway mode) and/or expiry (the expiry cells: mass "
                     "expiry, kopc and the limit) and/or realflag (a real node: PUT -> the "
                     "team's own flag, with and without a pool, and the floor)")
     ap.add_argument("--sizes", default="", help="override N, e.g. challenges=100,1000,5000")
@@ -261,7 +280,8 @@ def main():
     signal.signal(signal.SIGTERM, interrupted)
     sizes = ({"flighttickets": [50], "challenges": [10], "teams": [5], "expiry": [5]}
              if args.quick else {"flighttickets": [1000, 10000], "challenges": [100, 1000],
-                                 "teams": [100, 1000, 2000], "expiry": [1000],
+                                 "teams": [100, 1000, 2000], "teams-gw": [100, 1000],
+                                 "expiry": [1000],
                                  # A real node holds 110 pods: 50 claimed instances and
                                  # the 50 warm ones the pool refills with, and its own.
                                  "realflag": [50]})

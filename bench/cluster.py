@@ -17,12 +17,14 @@ from common import BIN, log, run
 from workloads import OPERATOR_RESOURCES, WORKLOADS
 
 class Cluster:
-    def __init__(self, dir_, nodes, real_nodes=0):
+    def __init__(self, dir_, nodes, real_nodes=0, gateway_domain=None):
         self.dir = dir_
         self.kubeconfig = os.path.join(dir_, "kubeconfig")
+        self.procs = []  # processes that live as long as the cluster (its gateway): stopped with it
         t0 = time.time()
         run([os.path.join(BIN, "devcluster"), "start", "--dir", dir_, "--nodes", str(nodes)]
-            + (["--real-nodes", str(real_nodes)] if real_nodes else []))
+            + (["--real-nodes", str(real_nodes)] if real_nodes else [])
+            + (["--gateway-domain", gateway_domain] if gateway_domain else []))
         self.start_s = time.time() - t0
         with open(os.path.join(dir_, "devcluster.pid")) as f:
             self.pid = int(f.read().split()[0])
@@ -31,7 +33,20 @@ class Cluster:
         return run([os.path.join(BIN, "kubectl"), "--kubeconfig", self.kubeconfig,
                     "--request-timeout=60s", *args], input=stdin)
 
+    def stop_procs(self):
+        """Stop the processes that live as long as the cluster."""
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        self.procs = []
+
     def stop(self):
+        self.stop_procs()
         if getattr(self, "spares", None):  # quick mode: the stop goes on behind the next measurement
             self.spares.retire(self)
             return
@@ -81,7 +96,8 @@ class Spares:
             subprocess.run(["rm", "-rf", d])
             try:
                 c = Cluster(d, WORKLOADS[workload]["nodes"](n * per_object),
-                            WORKLOADS[workload].get("real_nodes", 0))
+                            WORKLOADS[workload].get("real_nodes", 0),
+                            WORKLOADS[workload].get("gateway_domain"))
             except Exception as e:  # the measurement starts its own instead
                 log(f"  a spare cluster did not start: {e}")
                 return
@@ -98,6 +114,7 @@ class Spares:
 
     def retire(self, c):
         """Stop c in the background."""
+        c.stop_procs()
         self.stopping.append(subprocess.Popen(
             [os.path.join(BIN, "devcluster"), "stop", "--dir", c.dir],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
@@ -225,7 +242,8 @@ def fresh_cluster(args, workload, n, tag, pods_per_object=1):
         d = os.path.join(args.clusters, tag)
         subprocess.run(["rm", "-rf", d])
         c = Cluster(d, WORKLOADS[workload]["nodes"](n * pods_per_object),
-                    WORKLOADS[workload].get("real_nodes", 0))
+                    WORKLOADS[workload].get("real_nodes", 0),
+                    WORKLOADS[workload].get("gateway_domain"))
         WORKLOADS[workload]["setup"](c, n)
     if spares:
         c.spares = spares

@@ -18,6 +18,7 @@ import api
 import streams
 from cluster import ApiWrites, fresh_cluster
 from common import proc_cpu, proc_pss_kib, proc_status, team_token, writes_of
+from gateway import traefik_cpu
 from harness import API_PHASES, QUICK_SPREAD_MS, loader, quiet_gate
 from operators import Profile, measured_operator, reconciles_of, requests_of
 from pool import make_warm_namespaces
@@ -29,14 +30,16 @@ def measure_limit(args, workload, n, out, extra=(), phase="limit"):
     os.makedirs(out, exist_ok=True)
     c = fresh_cluster(args, workload, n, "limit")
     with measured_operator(None, c, out, n, start=False) as run:
-        if "--claim" in extra:
-            make_warm_namespaces(c, n)
+        if "--claim" in extra:  # with the Service the route names, in the gateway mode
+            make_warm_namespaces(c, n, service="--gateway-domain" in extra)
         quiet_gate(args)
         writes = ApiWrites(c, workload)
         run.start()
-        dc0 = proc_cpu(c.pid)
+        dc0, tr0 = proc_cpu(c.pid), traefik_cpu(c)
         s = loader(c, workload, n, "alone", out, args.threads, extra=extra)
-        dc1 = proc_cpu(c.pid)
+        dc1, tr1 = proc_cpu(c.pid), traefik_cpu(c)
+        if tr0 is not None and tr1 is not None:
+            s["traefik_cpu_s"] = tr1 - tr0
         run.stop()
         # In an API phase the create is the operator's write (a team's request).
         s.update(writes.done(0 if phase in API_PHASES else n))

@@ -16,6 +16,16 @@ The cells (the teams cells' claims-fresh and claims-pool): measure_claims,
 on a fresh cluster in the frame operators.measured_operator; the limit of a
 claim claims the warm namespaces make_warm_namespaces made
 (converge.measure_limit with the loader's --claim).
+
+The teams-gw cells (issue 29, item 4) measure claims-pool in ctf-operator's
+gateway mode: the operator runs with --gateway-domain (no probe address:
+fake nodes serve nothing), Traefik serves the Gateway (bench/gateway.py),
+a claim also writes the team's route, and Running waits for Traefik to
+accept it. Their limit does the same: the loader's --claim with
+--gateway-domain applies the route after the claim patch and writes Running
+once a watch sees it accepted; each warm namespace then also holds the
+exposed Service the route names (Traefik refuses a route to a Service that
+does not exist).
 """
 import asyncio
 import json
@@ -25,13 +35,15 @@ import time
 
 import streams
 from cluster import ApiWrites, Kube, fresh_cluster, wait_pool_ready
-from common import parallel, proc_cpu, team_token
+from common import parallel, proc_cpu, team_token, writes_of
+from gateway import traefik_cpu
 from harness import burst_ms, quiet_gate
-from operators import measured_operator
+from operators import Profile, measured_operator, requests_of
 
 BURST_MS = 10000        # N teams press Create within 10 s
 PUT_CONCURRENCY = 32    # PUTs in flight at once
 DEADLINE_S = 600        # a team that has not seen Running by then counts as not served
+OPERATOR_MANAGER = "kopc-ctf"  # ctf-operator's field manager (CTF_FIELD_MANAGER)
 
 
 class RunningStream(streams.Stream):
@@ -61,6 +73,8 @@ async def _measure(host, port, token, n, definition, spread_ms):
         ss, tasks, lambda i, sem: _put(host, port, token, i, definition, sem),
         spread_ms, PUT_CONCURRENCY, DEADLINE_S)
     return {"teams": n, "accepted": sum(1 for x in sent if x is not None), "done": len(lat),
+            # per team: the PUT sent and Running seen on its stream (epoch s; None: not)
+            "times": [(sent[s.i], s.changed_at) for s in ss],
             "claim_ms": streams.spread(lat),
             "within_250ms": sum(1 for x in lat if x <= 250),
             "within_1s": sum(1 for x in lat if x <= 1000)}
@@ -79,27 +93,87 @@ def measure(api_port, token, n, definition, out, spread_ms=BURST_MS):
     return res
 
 
-def make_warm_namespaces(c, n):
+def _epoch(stamp):
+    """Seconds since the epoch of an RFC 3339 time of the apiserver (whole seconds)."""
+    import calendar
+    return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def route_split(c, times):
+    """The gateway mode's claims split at the route (kopc's run): for each
+    team, when the operator's apply of its TLSRoute and Traefik's write of
+    its status happened, from the route's managedFields (the apiserver's
+    clock, whole seconds: each time is up to 1 s early), against the PUT sent
+    and Running seen on the team's stream (times, from measure). Returns
+    p50/p99/max of PUT -> route applied, route applied -> accepted written,
+    accepted written -> Running on the stream, in ms."""
+    routes = json.loads(c.kubectl("get", "tlsroutes.gateway.networking.k8s.io", "-A", "-o", "json",
+                                  "--show-managed-fields"))
+    chals = json.loads(c.kubectl("-n", "ctf", "get", "challenges.ctf.kopc.io", "-o", "json"))
+    team_of = {x["metadata"]["name"]: x["spec"].get("team", "") for x in chals["items"]}
+    put_applied, applied_accepted, accepted_running = [], [], []
+    for r in routes["items"]:
+        md = r["metadata"]
+        team = team_of.get(md.get("labels", {}).get("ctf.kopc.io/challenge", ""), "")
+        if not team.startswith("team-"):
+            continue
+        sent, running = times[int(team[5:])]
+        applied = accepted = None
+        for m in md.get("managedFields", []):
+            if m.get("subresource") == "status" and m.get("manager") != OPERATOR_MANAGER:
+                accepted = _epoch(m["time"])  # the gateway's write
+            elif m.get("manager") == OPERATOR_MANAGER and not m.get("subresource"):
+                applied = _epoch(m["time"])
+        if sent is None or running is None or applied is None or accepted is None:
+            continue
+        put_applied.append((applied - sent) * 1000)
+        applied_accepted.append((accepted - applied) * 1000)
+        accepted_running.append((running - accepted) * 1000)
+    return {"routes_timed": len(put_applied),
+            "put_to_route_applied_ms": streams.spread(put_applied),
+            "route_applied_to_accepted_ms": streams.spread(applied_accepted),
+            "accepted_to_running_ms": streams.spread(accepted_running)}
+
+
+def make_warm_namespaces(c, n, service=False):
     """The limit of a claim: namespaces bench-warm-<i> with a warm pool's
-    label, for the loader (--claim) to claim; made before the gate, unmeasured."""
+    label, for the loader (--claim) to claim; made before the gate, unmeasured.
+    service (the gateway mode): each also holds the bench definition's
+    exposed Service (tcp, port 1337), which the team's route names."""
     kube = Kube(c.kubeconfig, os.path.join(c.dir, "harness"))
 
     def make(i):
+        ns = "bench-warm-%05d" % i
         st, body = kube.request("POST", "/api/v1/namespaces", {
             "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": "bench-warm-%05d" % i, "labels": {"ctf.kopc.io/pool": "bench"}}})
+            "metadata": {"name": ns, "labels": {"ctf.kopc.io/pool": "bench"}}})
         if st not in (200, 201):
             raise RuntimeError(f"warm namespace {i}: HTTP {st} {body[:200]!r}")
+        if service:
+            st, body = kube.request("POST", f"/api/v1/namespaces/{ns}/services", {
+                "apiVersion": "v1", "kind": "Service", "metadata": {"name": "tcp"},
+                "spec": {"selector": {"ctf.kopc.io/pod": "echo"},
+                         "ports": [{"name": "tcp", "port": 1337, "protocol": "TCP"}]}})
+            if st not in (200, 201):
+                raise RuntimeError(f"warm Service {i}: HTTP {st} {body[:200]!r}")
     parallel(make, range(n))
 
 
-def measure_claims(args, op, workload, n, out, pooled):
+def deployment_generations(c):
+    """{(namespace, name): metadata.generation} of every Deployment."""
+    deps = json.loads(c.kubectl("get", "deployments", "-A", "-o", "json"))["items"]
+    return {(d["metadata"]["namespace"], d["metadata"]["name"]): d["metadata"].get("generation")
+            for d in deps}
+
+
+def measure_claims(args, op, workload, n, out, pooled, extra=()):
     """The burst on the teams' event streams (measure), with a warm
-    pool of n (pooled) or none."""
+    pool of n (pooled) or none; extra: the operator's own flags (the
+    gateway mode's)."""
     os.makedirs(out, exist_ok=True)
     # Room for the warm pods and the fresh ones a refill or a miss makes.
     c = fresh_cluster(args, workload, n, "claims", pods_per_object=2 if pooled else 1)
-    with measured_operator(op, c, out, n, 0 if args.quick else 2) as run:
+    with measured_operator(op, c, out, n, 0 if args.quick else 2, extra=extra) as run:
         pid = run.pid
         warmup_s = None
         if pooled:
@@ -107,13 +181,40 @@ def measure_claims(args, op, workload, n, out, pooled):
                       "-p", json.dumps({"spec": {"pool": {"min": n}}}))
             warmup_s = wait_pool_ready(c, n)
             time.sleep(2)  # the pool's own writes settle before the burst
+        gens0 = deployment_generations(c) if pooled else {}
         quiet_gate(args)
         writes = ApiWrites(c, workload)
-        cpu0 = proc_cpu(pid)
+        cpu0, tr0 = proc_cpu(pid), traefik_cpu(c)
+        req0 = op.requests() or {}
+        prof = Profile(args, op, pid, out)  # --perf: the burst profiled
         s = measure(op.api_port, team_token, n, "bench", out,  # each team its own token
                     spread_ms=burst_ms(args))
+        prof.stop()
+        if prof.proc:
+            s["profiled"] = True
+        times = s.pop("times")
         s.update(writes.done(0))
+        # The operator's own writes over the burst (its rest_client_requests_total), by method;
+        # its /metrics (the work queues' wait and work times among them) kept in metrics.txt.
+        req1 = requests_of(op.metrics(os.path.join(out, "metrics.txt"))) or {}
+        by = {k: v - req0.get(k, 0) for k, v in req1.items() if v - req0.get(k, 0) > 0}
+        s["requests_by_method"] = by
+        s["writes_per_object"] = (writes_of(by) or 0) / n
+        tr1 = traefik_cpu(c)
+        if tr0 is not None and tr1 is not None:
+            s["traefik_cpu_s"] = tr1 - tr0
+        if extra:  # the gateway mode: where the time went, at the route
+            try:
+                s["route_split"] = route_split(c, times)
+            except (RuntimeError, ValueError, KeyError, IndexError) as e:  # a figure less
+                s["route_split"] = {"error": f"{type(e).__name__}: {e}"}
         claimed = c.kubectl("get", "ns", "-l", "ctf.kopc.io/pool,ctf.kopc.io/challenge", "-o", "name")
+        # No pod restarted at the claim: a claimed instance's Deployments are at the
+        # generation they had before the burst (a changed pod template would roll its pods).
+        names = {x.split("/", 1)[1] for x in claimed.split() if x.startswith("namespace/")}
+        gens = deployment_generations(c)
+        s["claimed_deployments_changed"] = sum(
+            1 for k, g in gens.items() if k[0] in names and gens0.get(k, g) != g)
         s.update({"pool": n if pooled else 0, "pool_warmup_s": warmup_s,
                   "served_from_pool": sum(1 for x in claimed.split() if x.startswith("namespace/")),
                   "cpu_s": proc_cpu(pid) - cpu0,

@@ -12,6 +12,7 @@ import subprocess
 import time
 
 from common import ADMIN_TOKEN, BIN, ROOT, log, run, team_token
+from gateway import GATEWAY_DOMAIN, start_traefik
 
 # The resources an operator of the workload (or the loader in its place)
 # writes; the control plane's own writes to them (Events about Deployments
@@ -21,7 +22,9 @@ OPERATOR_RESOURCES = {
     "flighttickets": {"flighttickets", "flighttickets/status", "configmaps", "events"},
     "challenges": {"challenges", "challenges/status", "namespaces", "secrets", "resourcequotas",
                    "limitranges", "networkpolicies", "deployments", "services", "ingresses",
-                   "events"},
+                   "events",
+                   # the gateway mode's routes (their status is the gateway's write, not counted)
+                   "tlsroutes", "httproutes"},
 }
 
 
@@ -63,6 +66,14 @@ def setup_challenges(c, n=1, definition="bench/challenge/definition.yaml"):
     warm_up(c, {"apiVersion": "ctf.kopc.io/v1alpha1", "kind": "Challenge",
                 "metadata": {"name": "warm-up", "namespace": "default"},
                 "spec": {"definition": "none", "team": "none"}})
+
+
+def setup_teams_gateway(c, n=1):
+    """The teams-gw cells: the challenges' setup on a devcluster started with
+    --gateway-domain (the Gateway API CRDs and the Gateway), and Traefik
+    serving that Gateway (bench/gateway.py)."""
+    setup_challenges(c, n)
+    start_traefik(c)
 
 
 REALFLAG_KEY = "bench-realflag-hmac-key-" + "0123456789abcdef" * 2  # the dynamic flag's key
@@ -114,6 +125,10 @@ WORKLOADS = {
     # with a warm pool sized for them and without (issue 26).
     "teams": {"setup": setup_challenges, "namespace": "ctf", "objects": "challenges",
               "nodes": lambda n: 1 + (n + 99) // 100},
+    # The same claims in ctf-operator's gateway mode (issue 29, item 4): a claim
+    # writes the team's route, Running waits for the gateway (Traefik) to accept it.
+    "teams-gw": {"setup": setup_teams_gateway, "namespace": "ctf", "objects": "challenges",
+                 "nodes": lambda n: 1 + (n + 99) // 100, "gateway_domain": GATEWAY_DOMAIN},
     # Mass expiry: N instances expiring within EXPIRY_SPREAD_S.
     "expiry": {"setup": setup_challenges, "namespace": "ctf", "objects": "challenges",
                "nodes": lambda n: 1 + (n + 99) // 100},

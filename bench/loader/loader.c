@@ -42,6 +42,17 @@
  *             instance's pods are already Ready): a claim's writes, the
  *             create, the claim patch and the status.
  *
+ * --gateway-domain D  (with --claim) the claim in ctf-operator's gateway
+ *             mode: after the claim patch the loader server-side applies the
+ *             team's route of each exposure into bench-warm-<i> (built by
+ *             ctf-operator's own code, ctf_gateway_route_spec, hosts under a
+ *             key of the loader's), and patches the Challenge Running only
+ *             once a watch of the routes sees the Gateway kopc-gateway/ctf
+ *             accept the first exposure's route (Accepted and ResolvedRefs,
+ *             ctf_gateway_route_state: the operator's own condition). The
+ *             harness runs the gateway (Traefik) and gives each warm
+ *             namespace the exposed Service the route names.
+ *
  * --spread-ms MS paces the creates (any mode): object i is sent MS * i / N
  * milliseconds after the first, so N teams press Create within MS (the
  * burst scenario: 1,000 within 10 s). Without it, as fast as possible.
@@ -70,6 +81,7 @@
 #include <curl/curl.h>
 #include <kop/kop.h>
 
+#include "core/gateway.h"
 #include "core/instance.h"
 
 static const kop_resource TICKETS = {"flights.com", "v1", "flighttickets", "FlightTicket", true};
@@ -80,6 +92,13 @@ static const kop_resource CONFIGMAPS = {"", "v1", "configmaps", "ConfigMap", tru
 static const kop_resource DEPLOYMENTS = {"apps", "v1", "deployments", "Deployment", true};
 static const kop_resource SLICES = {"discovery.k8s.io", "v1", "endpointslices", "EndpointSlice",
                                     true};
+/* The gateway mode's routes (--gateway-domain), in the version ctf-operator writes. */
+static const kop_resource TLSROUTES = {"gateway.networking.k8s.io", "v1", "tlsroutes", "TLSRoute",
+                                       true};
+static const kop_resource HTTPROUTES = {"gateway.networking.k8s.io", "v1", "httproutes",
+                                        "HTTPRoute", true};
+/* The hosts' key of the limit's routes: any key gives hosts as long as the operator's. */
+static const unsigned char GATEWAY_KEY[] = "bench-loader-gateway-host-key-0123456789";
 
 /* The kinds ctf_build_children makes, for the alone mode. */
 static const kop_resource CHILD_KINDS[] = {
@@ -120,6 +139,8 @@ static struct {
     long timeout_s;
     bool tickets; /* else challenges */
     bool claim;   /* challenges, alone: claim warm namespaces (--claim) */
+    const char *gateway_domain; /* with claim: write the routes, wait for Accepted */
+    ctf_config gw;              /* the gateway mode's settings (gateway_domain) */
     const char *prefix;
 
     struct record *rec;
@@ -335,6 +356,54 @@ static kop_err challenge_writes(kop_client *c, int i, const json_t *chal, kop_st
 }
 
 /*
+ * route_writes applies the team's route of every exposure of the definition
+ * into the claimed namespace ns (gateway mode), as ctf-operator's claim
+ * does, and marks challenge i's instance built and its pods ready (a warm
+ * instance's are): the patcher writes its status once the route watch sees
+ * the first exposure's route accepted.
+ */
+static kop_err route_writes(kop_client *c, int i, const json_t *chal, const char *ns,
+                            kop_status *st)
+{
+    const char *team = json_string_value(json_object_get(json_object_get(chal, "spec"), "team"));
+    const json_t *e;
+    size_t k;
+    kop_err err = KOP_OK;
+    json_array_foreach(json_object_get(json_object_get(L.def, "spec"), "expose"), k, e)
+    {
+        const char *name = json_string_value(json_object_get(e, "name"));
+        const char *kind = ctf_gateway_route_kind(e);
+        char host[CTF_HOST_SIZE];
+        err = ctf_gateway_host(&L.gw, L.def, team ? team : "", name ? name : "", host,
+                               sizeof host, st);
+        if (err)
+            break;
+        json_t *route = json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s}}, s:o*}", "apiVersion",
+                                  CTF_GATEWAY_API, "kind", kind, "metadata", "name", name,
+                                  "namespace", ns, "labels", CTF_LABEL_MANAGED_BY,
+                                  CTF_MANAGED_BY, CTF_LABEL_CHALLENGE, kop_meta_name(chal),
+                                  "spec", ctf_gateway_route_spec(&L.gw, e, host));
+        kop_patch_req req = {
+            .target = {kop_streq(kind, CTF_KIND_TLSROUTE) ? &TLSROUTES : &HTTPROUTES, ns, name},
+            .type = KOP_PATCH_APPLY,
+            .patch = route,
+            .opts = {.field_manager = FIELD_MANAGER, .force = true}};
+        err = route ? kop_patch_object(c, &req, NULL, st) : KOP_ENOMEM;
+        atomic_fetch_add(&L.nwrites, 1);
+        json_decref(route);
+        if (err)
+            break;
+    }
+    if (!err) {
+        pthread_mutex_lock(&L.lock);
+        L.rec[i].children = L.rec[i].available = true;
+        queue_status_locked(i);
+        pthread_mutex_unlock(&L.lock);
+    }
+    return err;
+}
+
+/*
  * claim_writes does a warm-pool claim's writes for challenge i (alone mode,
  * --claim): the merge patch that labels the warm namespace bench-warm-<i>
  * for the Challenge and carries its uid (what ctf-operator's claim_one
@@ -353,12 +422,14 @@ static kop_err claim_writes(kop_client *c, int i, const json_t *chal, kop_status
     kop_err err = patch ? kop_patch_object(c, &req, NULL, st) : KOP_ENOMEM;
     atomic_fetch_add(&L.nwrites, 1);
     json_decref(patch);
+    if (!err && L.gateway_domain)
+        return route_writes(c, i, chal, ns, st); /* the status once the route is accepted */
     if (err)
         return err;
     json_t *status = json_pack("{s:s, s:s, s:s}", "currentStatus", "Running", "message",
                                "instance running", "namespace", ns);
+    atomic_fetch_add(&L.nwrites, 1); /* before: the watch may see Running, and the loader end */
     err = status ? kop_patch_status(c, &CHALLENGES, chal, status, NULL, st) : KOP_ENOMEM;
-    atomic_fetch_add(&L.nwrites, 1);
     json_decref(status);
     return err;
 }
@@ -383,16 +454,22 @@ static void *patcher(void *arg)
         char name[64], ns[CTF_NAMESPACE_SIZE], team[64];
         snprintf(name, sizeof name, "%s-%05d", L.prefix, i);
         snprintf(team, sizeof team, "team-%05d", i);
-        if (ctf_instance_namespace(L.ns, L.definition, team, ns, sizeof ns) != KOP_OK)
+        if (L.claim)
+            snprintf(ns, sizeof ns, "bench-warm-%05d", i); /* gateway mode: as claim_writes */
+        else if (ctf_instance_namespace(L.ns, L.definition, team, ns, sizeof ns) != KOP_OK)
             ns[0] = '\0';
         json_t *obj = json_pack("{s:{s:s, s:s}}", "metadata", "name", name, "namespace", L.ns);
-        json_t *status = json_pack("{s:s, s:s, s:s, s:[{s:s, s:s, s:s}]}", "currentStatus",
-                                   "Running", "message", "instance running", "namespace", ns,
-                                   "endpoints", "name", "tcp", "type", "TCP", "address",
-                                   endpoint ? endpoint : "");
+        json_t *status = L.claim ? json_pack("{s:s, s:s, s:s}", "currentStatus", "Running",
+                                             "message", "instance running", "namespace", ns)
+                                 : json_pack("{s:s, s:s, s:s, s:[{s:s, s:s, s:s}]}",
+                                             "currentStatus", "Running", "message",
+                                             "instance running", "namespace", ns, "endpoints",
+                                             "name", "tcp", "type", "TCP", "address",
+                                             endpoint ? endpoint : "");
         kop_status st;
-        kop_err err = kop_patch_status(c, &CHALLENGES, obj, status, NULL, &st);
+        /* Counted before it is sent: the watch may see Running, and the loader end, first. */
         atomic_fetch_add(&L.nwrites, 1);
+        kop_err err = kop_patch_status(c, &CHALLENGES, obj, status, NULL, &st);
         if (err)
             fprintf(stderr, "bench-loader: status of %s: %s\n", name, st.message);
         json_decref(status);
@@ -445,6 +522,23 @@ static void slice_event(const json_t *s)
             return;
         }
     }
+}
+
+/*
+ * route_event: the gateway accepted the route of the first exposure of a
+ * claimed challenge (--gateway-domain), the condition ctf-operator waits
+ * for before Running in the gateway mode (its observe.c).
+ */
+static void route_event(const json_t *r)
+{
+    char msg[512];
+    const char *name = kop_meta_name(r);
+    int i = index_of(kop_meta_label(r, CTF_LABEL_CHALLENGE));
+    if (i < 0 || !name || !L.exposed || strcmp(name, L.exposed) != 0)
+        return;
+    if (ctf_gateway_route_state(&L.gw, r, json_string_value(json_object_get(r, "kind")),
+                                kop_meta_namespace(r), name, msg, sizeof msg) == CTF_ROUTE_ACCEPTED)
+        mark(i, &L.rec[i].serving);
 }
 
 /* child_watch: a watch of the challenges' children of one kind (alone mode). */
@@ -719,7 +813,7 @@ static void usage(void)
     fprintf(stderr, "usage: bench-loader --kubeconfig PATH --workload flighttickets|challenges "
                     "--count N --namespace NS --out DIR [--mode operator|alone|create|wait] "
                     "[--threads T] [--definition NAME] [--t0-ms MS] [--timeout S] "
-                    "[--spread-ms MS] [--claim 1] [--mode api --api URL --api-token TOKEN]\n");
+                    "[--spread-ms MS] [--claim 1 [--gateway-domain D]] [--mode api --api URL --api-token TOKEN]\n");
     exit(2);
 }
 
@@ -755,6 +849,8 @@ static void parse_args(int argc, char **argv)
             L.spread_ms = strtod(v, NULL);
         else if (!strcmp(f, "--claim"))
             L.claim = strcmp(v, "0") != 0;
+        else if (!strcmp(f, "--gateway-domain"))
+            L.gateway_domain = v;
         else if (!strcmp(f, "--api"))
             L.api = v;
         else if (!strcmp(f, "--api-token"))
@@ -767,6 +863,8 @@ static void parse_args(int argc, char **argv)
         usage();
     L.tickets = strcmp(L.workload, "flighttickets") == 0;
     if (!L.tickets && (strcmp(L.workload, "challenges") != 0 || !L.definition))
+        usage();
+    if (L.gateway_domain && !L.claim)
         usage();
     L.prefix = L.tickets ? "ft" : "chal";
     if (!strcmp(mode, "operator"))
@@ -818,6 +916,8 @@ int main(int argc, char **argv)
                                      {.res = &SLICES, .on_event = slice_event}};
     bool waits = L.mode != MODE_CREATE;
     bool alone_chal = L.mode == MODE_ALONE && !L.tickets && !L.claim;
+    bool gw_claim = L.mode == MODE_ALONE && L.claim && L.gateway_domain;
+    struct child_watch routes = {.res = &TLSROUTES, .on_event = route_event};
 
     if (waits) {
         prime(&w); /* the watch starts before the first create */
@@ -829,6 +929,22 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < sizeof children / sizeof *children; i++)
             if (pthread_create(&children[i].thread, NULL, child_watch_run, &children[i]))
                 die("thread", KOP_ENOMEM, NULL);
+        for (int i = 0; i < 2; i++)
+            if (pthread_create(&patchers[i], NULL, patcher, NULL))
+                die("thread", KOP_ENOMEM, NULL);
+    }
+    if (gw_claim) {
+        kop_status st;
+        prepare_challenges(w.c);
+        L.gw.gateway.domain = L.gateway_domain;
+        L.gw.gateway.key = GATEWAY_KEY;
+        L.gw.gateway.key_len = sizeof GATEWAY_KEY - 1;
+        ctf_gateway_defaults(&L.gw.gateway);
+        kop_err err = ctf_gateway_check(&L.gw, &st);
+        if (err)
+            die("--gateway-domain", err, &st);
+        if (pthread_create(&routes.thread, NULL, child_watch_run, &routes))
+            die("thread", KOP_ENOMEM, NULL);
         for (int i = 0; i < 2; i++)
             if (pthread_create(&patchers[i], NULL, patcher, NULL))
                 die("thread", KOP_ENOMEM, NULL);
