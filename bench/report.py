@@ -574,17 +574,19 @@ def rolling_table(results, n):
         "new generation with its Deployment rolled out; per instance: the change → done. "
         f"Unavailable: the instances whose Deployment is mid-replacement or unavailable, "
         f"sampled every {fmt(k.get('sample_s'), 2)} s from the harness's watches (the most at "
-        "once; in brackets the most at any watch event).\n",
+        "once; in brackets the most at any watch event). apiserver CPU: the devcluster's "
+        "(etcd, apiserver, controllers, KWOK) over the same span.\n",
         "| | on the new generation | all done (s) | × the limit's | p50 (ms) | p99 (ms) "
-        "| max unavailable (allowed) | CPU (s) | writes per object (apiserver) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        "| max unavailable (allowed) | CPU (s) | writes per object (apiserver) "
+        "| apiserver CPU (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for label, op in (("the limit: the Deployment updates alone", "limit"), ("kopc", "kopc")):
         r = find(results, w, n, op, "rolling")
         if not r:
             continue
         if r.get("done") != n:
             lines.append(f"| {label} | FAILED ({r.get('done')}/{n}) {r.get('error', '')[:60]} |"
-                         + " |" * 7)
+                         + " |" * 8)
             continue
         g = r.get("latency_ms") or {}
         # The most unavailable at once over every trial, not a median.
@@ -597,7 +599,8 @@ def rolling_table(results, n):
             f"| {fmt(most['max_unavailable'], 0)} [{fmt(most['max_unavailable_events'], 0)}] "
             f"({fmt(r.get('max_allowed'), 0)}) "
             f"| {fmt(r.get('cpu_s'), 1) if op != 'limit' else '–'} "
-            f"| {fmt(api_writes_median(results, w, n, op, 'rolling'), 1)} |")
+            f"| {fmt(api_writes_median(results, w, n, op, 'rolling'), 1)} "
+            f"| {fmt(r.get('devcluster_cpu_s'), 1)} |")
     lines.append("")
     return "\n".join(lines)
 

@@ -42,7 +42,7 @@ import streams  # the percentiles (streams.spread)
 from cluster import ApiWrites, Kube, fresh_cluster
 from common import proc_cpu
 from harness import loader, quiet_gate
-from operators import measured_operator
+from operators import Profile, measured_operator
 
 ROLLING_PERCENT = 10  # spec.update.maxUnavailable of the benchmark's definition, in %
 SAMPLE_S = 0.25       # how often the instances unavailable at once are sampled
@@ -327,7 +327,8 @@ def measure_rolling(args, op, workload, n, out):
         try:
             quiet_gate(args)
             writes = ApiWrites(c, workload)
-            cpu0 = proc_cpu(pid)
+            cpu0, dc0 = proc_cpu(pid), proc_cpu(c.pid)
+            prof = Profile(args, op, pid, out)
             t_change = time.time()
             sampling = Sampling(tracker, os.path.join(out, "rolling.csv"), t_change)
             sampling.start()
@@ -335,6 +336,10 @@ def measure_rolling(args, op, workload, n, out):
             tracker.start(gen)
             s = measured_update(args, kube, n, out, t_change, gen, tracker, sampling)
             s["cpu_s"] = proc_cpu(pid) - cpu0
+            s["devcluster_cpu_s"] = proc_cpu(c.pid) - dc0
+            prof.stop()
+            if prof.proc:
+                s["profiled"] = True
             s["cpu_ms_per_object"] = s["cpu_s"] * 1000 / n
             s.update(writes.done(0))  # the definition's patch is not an operator resource
         finally:
@@ -372,6 +377,7 @@ def measure_limit_rolling(args, workload, n, out):
             slots = threading.Semaphore(max_unavailable(n))
             writes = ApiWrites(c, workload)
             run.start()
+            dc0 = proc_cpu(c.pid)
             t_change = time.time()
             sampling = Sampling(tracker, os.path.join(out, "rolling.csv"), t_change)
             sampling.start()
@@ -407,6 +413,7 @@ def measure_limit_rolling(args, workload, n, out):
                     raise RuntimeError(f"no slot freed for instance {i} in 1800 s")
                 pool.submit(update, i)
             s = measured_update(args, kube, n, out, t_change, gen, tracker, sampling)
+            s["devcluster_cpu_s"] = proc_cpu(c.pid) - dc0
             pool.shutdown(wait=True)
             run.stop()
         finally:
