@@ -34,7 +34,7 @@ fresh devcluster (same binary, same flags, same etcd state at the start):
          N bare pods of the same image, create -> flag through a node port.
 
 --perf OPS profiles the warm phase of the named operators with perf (the
-loader's run only, 199 Hz, DWARF call graphs) and writes perf.txt beside the
+loader's run only; in the rolling cells the update; 199 Hz, DWARF call graphs) and writes perf.txt beside the
 run's figures: the top of the report by library and symbol. A profiled run
 is slower, so its figures are never published.
 
@@ -252,7 +252,8 @@ def main():
     ap.add_argument("--write-doc", action="store_true",
                     help="publish into docs/benchmarks.md: refused from a dirty tree or a noisy run")
     ap.add_argument("--perf", default="",
-                    help="comma list of operators whose warm phase is profiled with perf "
+                    help="comma list of operators whose warm phase (rolling cells: the update) is "
+                    "profiled with perf "
                     "(OUT/.../perf.txt); such a run is never published")
     ap.add_argument("--merge", action="store_true",
                     help="keep the measurements of OUT/results.json not measured again")
