@@ -4,7 +4,9 @@
  * pool.c): server-side apply of each child in order, each only after the
  * one before it went through, the last stamped with the digest of the
  * whole (core/applied.c), so that a pass whose children are what was
- * applied last, as the caches show them, writes nothing.
+ * applied last, as the caches show them, writes nothing, and one whose
+ * children changed writes the ones that did (with the Namespace and the
+ * stamped last child; every child when a cached one is missing).
  *
  * A child the cluster refuses fills the observation (Error) and stops the
  * apply; a warm Namespace found claimed under the pool's apply stops it

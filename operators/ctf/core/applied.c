@@ -32,6 +32,11 @@
  * it is readable only with the operator's own rights, and it does not give
  * the flag back.
  *
+ * Beside the digest of the whole, the record keeps each child's own digest,
+ * when it was applied and a Deployment's generation (issue 30), so that a
+ * pass whose children changed applies only those that did (controller/
+ * apply.c decides, with ctf_applied_child_skip); a seeded record has none.
+ *
  * A lock guards the table; the work queue never hands one key to two
  * workers, so one record has one writer.
  */
