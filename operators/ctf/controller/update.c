@@ -46,6 +46,7 @@
 
 #include "controller/apply.h"
 #include "controller/update.h"
+#include "kop/clock.h"
 
 #define UPDATE_QUEUED_RECHECK_MS 30000 /* a waiting instance looks again (a lost wake) */
 #define UPDATE_REPLACING_RECHECK_MS 30000 /* an instance being replaced looks again */
@@ -316,6 +317,7 @@ void ctf_update_forget(ctf_operator *op, const json_t *chal)
 /* ---- the definition's progress --------------------------------------------------- */
 
 #define UPDATE_REPORT_AGAIN_MS 2000 /* an update under way is counted again this often */
+#define UPDATE_REPORT_EVERY_MS 1000 /* and at most this often, however many instances move */
 
 long ctf_update_report(ctf_operator *op, const kop_reconcile *req, const json_t *def)
 {
@@ -324,6 +326,14 @@ long ctf_update_report(ctf_operator *op, const kop_reconcile *req, const json_t 
     int current = 0, updating = 0, behind = 0;
     ctf_update_spec u;
     int64_t gen = kop_meta_generation(def);
+    char key[CTF_TEAM_KEY_SIZE];
+    long wait_ms = 0;
+    def_key(def, key, sizeof key);
+    /* Each pass walks every instance of the definition: counted at most once a second
+     * (a rolling update of 1,000 instances woke it at each of their 2,000 transitions). */
+    if (!ctf_rollout_report_due(op->rollout, key, kop_mono_ms(), UPDATE_REPORT_EVERY_MS,
+                                &wait_ms))
+        return wait_ms;
     if (ctf_update_parse(def, &u, NULL) != KOP_OK ||
         kop_informer_by_index(op->challenges, CTF_INDEX_DEFINITION, kop_meta_name(def), &chals) !=
             KOP_OK)
