@@ -5,8 +5,9 @@
  * one before it went through, the last stamped with the digest of the
  * whole (core/applied.c), so that a pass whose children are what was
  * applied last, as the caches show them, writes nothing, and one whose
- * children changed writes the ones that did (with the Namespace and the
- * stamped last child; every child when a cached one is missing).
+ * children changed writes the ones that did (with the stamped last child,
+ * and a warm instance's Namespace; every child when a cached one is
+ * missing).
  *
  * A child the cluster refuses fills the observation (Error) and stops the
  * apply; a warm Namespace found claimed under the pool's apply stops it
@@ -104,6 +105,13 @@ static bool claimed_under(const json_t *child, const json_t *stored)
 {
     return stored && !kop_meta_label(child, CTF_LABEL_CHALLENGE) &&
            kop_meta_label(child, CTF_LABEL_POOL) && kop_meta_label(stored, CTF_LABEL_CHALLENGE);
+}
+
+/* warm_namespace: child is a warm instance's Namespace (the pool's; no Challenge yet). */
+static bool warm_namespace(const json_t *child)
+{
+    return kop_streq(json_string_value(json_object_get(child, "kind")), "Namespace") &&
+           !kop_meta_label(child, CTF_LABEL_CHALLENGE);
 }
 
 /* stamp_cached: the applied digest the caches show on child (borrowed from *hold), or NULL. */
@@ -220,9 +228,10 @@ static int64_t cached_generation(ctf_operator *op, const json_t *child)
  * are was (ctf_applied_children_dup; NULL: apply every child), which need
  * not go out again (ctf_applied_child_skip): skip[i] is -1 to apply child
  * i, or the generation it counts (a Deployment's as last applied, 0 for
- * other kinds). A Namespace always goes out (the pool's apply learns from
- * its answer whether a team claimed the instance meanwhile), and so does
- * the last child (it carries the new digest's stamp). digests (an array)
+ * other kinds). A warm instance's Namespace always goes out (the pool's
+ * apply learns from its answer whether a team claimed the instance
+ * meanwhile: claimed_under), and so does the last child (it carries the
+ * new digest's stamp). digests (an array)
  * gets each child's digest. KOP_ENOMEM: apply every child, record none.
  */
 static kop_err child_skips(ctf_operator *op, const json_t *children, const json_t *was,
@@ -240,7 +249,7 @@ static kop_err child_skips(ctf_operator *op, const json_t *children, const json_
             json_array_append_new(digests, json_string(digest)) != 0)
             return KOP_ENOMEM;
         const json_t *rec = json_object_get(was, key);
-        if (!rec || i + 1 == n || kop_streq(kind, "Namespace"))
+        if (!rec || i + 1 == n || warm_namespace(child))
             continue;
         int64_t cached = deployment ? cached_generation(op, child) : CTF_APPLIED_NOT_DEPLOYMENT;
         if (ctf_applied_child_skip(rec, digest, cached, now))
