@@ -25,6 +25,11 @@ fresh devcluster (same binary, same flags, same etcd state at the start):
   streams (challenges, kopc, after warm) N event streams held open while
          each instance is renewed: memory per stream, and renewal -> event
          seen on the team's stream (bench/streams.py).
+  rolling (the rolling cells, kopc and its limit) N Running instances,
+         then their definition's image changes with spec.update Rolling,
+         maxUnavailable 10 %: the change -> every instance Running on the
+         new generation; the most instances unavailable at once, sampled
+         (bench/rolling.py).
   realflag (a real node: kubelet, containerd, kube-proxy) N teams press
          Start together, each with its own token; the PUT -> the first byte
          of the team's own flag read through the endpoint the API reports,
@@ -32,7 +37,7 @@ fresh devcluster (same binary, same flags, same etcd state at the start):
          N bare pods of the same image, create -> flag through a node port.
 
 --perf OPS profiles the warm phase of the named operators with perf (the
-loader's run only, 199 Hz, DWARF call graphs) and writes perf.txt beside the
+loader's run only; in the rolling cells the update; 199 Hz, DWARF call graphs) and writes perf.txt beside the
 run's figures: the top of the report by library and symbol. A profiled run
 is slower, so its figures are never published.
 
@@ -59,6 +64,7 @@ except matplotlib for the plot (skipped, with a note, when missing).
 #   challenges.py  the burst
 #   pool.py        the claims (teams cells), with and without a warm pool
 #   expiry.py      mass expiry and its limit
+#   rolling.py     a live update of N instances (Rolling) and its limit
 #   api.py         the instance API's read path (team reads, wrk and nginx)
 #   streams.py     the event streams
 #   realflag.py    PUT -> the team's own flag on a real node, and the floor
@@ -86,6 +92,7 @@ from harness import burst_ms  # noqa: E402
 from operators import operators  # noqa: E402
 from pool import measure_claims  # noqa: E402
 from realflag import measure_limit_realflag, measure_realflag  # noqa: E402
+from rolling import measure_limit_rolling, measure_rolling  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
 
@@ -197,6 +204,8 @@ def plan(args, ops, workload, n, phases, only_ops):
                 + gw_loader, "claims-pool"), None))
     elif workload == "expiry" and "expiry" in phases:
         lim.append(("expiry", lambda out: measure_limit_expiry(args, workload, n, out), None))
+    elif workload == "rolling" and "rolling" in phases:
+        lim.append(("rolling", lambda out: measure_limit_rolling(args, workload, n, out), None))
     elif workload == "realflag" and "realflag" in phases:
         lim.append(("realflag-floor", lambda out: measure_limit_realflag(args, workload, n, out),
                     None))
@@ -223,6 +232,8 @@ def plan(args, ops, workload, n, phases, only_ops):
                 step("claims-pool", lambda *a: measure_claims(*a, True, gw_operator))
         elif workload == "expiry" and "expiry" in phases and op.name == "kopc":
             step("expiry", measure_expiry)
+        elif workload == "rolling" and "rolling" in phases and op.name == "kopc":
+            step("rolling", measure_rolling)
         elif workload == "realflag" and "realflag" in phases and op.name == "kopc":
             step("realflag-fresh", lambda *a: measure_realflag(*a, False))
             step("realflag-pool", lambda *a: measure_realflag(*a, True))
@@ -242,13 +253,15 @@ def main():
     ap.add_argument("--trials", type=int, default=None,
                     help="measurements of each operator, interleaved and rotated (default: the "
                     "least multiple of the cell's operator count that is 3 or more; quick: 1)")
-    ap.add_argument("--phases", default="warm,cold,burst,claims,expiry,realflag",
+    ap.add_argument("--phases", default="warm,cold,burst,claims,expiry,rolling,realflag",
                     help="warm, cold, burst (challenges: the instance API, paced), claims "
                     "(the teams cells: the burst on the teams' event streams, with and without "
                     "a warm pool, and the limit of each; claims-pool or claims-fresh: one of "
                     "them; the teams-gw cells: the pooled one in the gateway mode) and/or expiry (the expiry cells: mass "
                     "expiry, kopc and the limit) and/or realflag (a real node: PUT -> the "
-                    "team's own flag, with and without a pool, and the floor)")
+                    "team's own flag, with and without a pool, and the floor) and/or rolling (the "
+                    "rolling cells: a live update of N instances, Rolling, maxUnavailable 10 %%, "
+                    "kopc and the limit)")
     ap.add_argument("--sizes", default="", help="override N, e.g. challenges=100,1000,5000")
     ap.add_argument("--max-load", type=float, default=2.5,
                     help="1-minute load average a measurement waits for (the measurement alone "
@@ -258,7 +271,8 @@ def main():
     ap.add_argument("--write-doc", action="store_true",
                     help="publish into docs/benchmarks.md: refused from a dirty tree or a noisy run")
     ap.add_argument("--perf", default="",
-                    help="comma list of operators whose warm phase is profiled with perf "
+                    help="comma list of operators whose warm phase (rolling cells: the update) is "
+                    "profiled with perf "
                     "(OUT/.../perf.txt); such a run is never published")
     ap.add_argument("--merge", action="store_true",
                     help="keep the measurements of OUT/results.json not measured again")
@@ -278,10 +292,11 @@ def main():
     def interrupted(signum, frame):
         raise KeyboardInterrupt  # unwinds through the finally blocks: clusters stopped
     signal.signal(signal.SIGTERM, interrupted)
-    sizes = ({"flighttickets": [50], "challenges": [10], "teams": [5], "expiry": [5]}
+    sizes = ({"flighttickets": [50], "challenges": [10], "teams": [5], "expiry": [5],
+              "rolling": [20]}
              if args.quick else {"flighttickets": [1000, 10000], "challenges": [100, 1000],
                                  "teams": [100, 1000, 2000], "teams-gw": [100, 1000],
-                                 "expiry": [1000],
+                                 "expiry": [1000], "rolling": [1000],
                                  # A real node holds 110 pods: 50 claimed instances and
                                  # the 50 warm ones the pool refills with, and its own.
                                  "realflag": [50]})

@@ -11,7 +11,11 @@ order; kopc's event streams each showed their team's renewal, and every team
 read its instance with its own token and was refused another's; in the teams
 cells every team saw Running on its stream (each served from the warm pool
 in the pooled runs, kopc's and the limit's alike); in the expiry cells every
-instance namespace went (and every Challenge, with kopc); in the realflag
+instance namespace went (and every Challenge, with kopc); in the rolling
+cells every instance ended Running on the definition's new generation with
+its Deployment's new template rolled out, and the instances unavailable at
+once (sampled, at every watch event, and kopc's Updating) never exceeded
+maxUnavailable; in the realflag
 cells (a real node; not in the quick run) every team read its own flag
 through its endpoint (flag.csv: one row per team, none with another team's
 or a stale flag), every team served from the pool in the pooled run and none
@@ -37,6 +41,7 @@ want |= {("challenges", op, p) for op, p in (("limit", "limit"), ("kopc", "warm"
                                                ("kopc", "burst"))}
 want |= {("teams", op, p) for op in ("limit", "kopc") for p in ("claims-fresh", "claims-pool")}
 want |= {("expiry", op, "expiry") for op in ("limit", "kopc")}
+want |= {("rolling", op, "rolling") for op in ("limit", "kopc")}
 seen = set()
 for r in results["runs"]:
     seen.add((r["workload"], r["operator"], r["phase"]))
@@ -96,6 +101,23 @@ for r in results["runs"]:
             fails.append(f"{name}: {r.get('challenges_left')} Challenges left after expiry")
         if not r.get("converge_s"):
             fails.append(f"{name}: no time until all gone")
+        continue
+    if r["phase"] == "rolling":
+        # A live update: every instance on the new generation, every Deployment with the
+        # new template rolled out, and never more than maxUnavailable replaced at once
+        # (sampled, and at every watch event), kopc's Updating Challenges included.
+        if r.get("on_new_generation") != r["n"] or r.get("deployments_updated") != r["n"]:
+            fails.append(f"{name}: {r.get('on_new_generation')} on the new generation, "
+                         f"{r.get('deployments_updated')} Deployments updated, of {r['n']}")
+        allowed = r.get("max_allowed")
+        most = [r.get(k) for k in ("max_unavailable", "max_unavailable_events", "max_updating")]
+        if not allowed or any(m is None or m > allowed for m in most):
+            fails.append(f"{name}: at most {allowed} unavailable at once, seen {most} "
+                         "(sampled, events, Updating)")
+        if not r.get("max_unavailable") or not r.get("samples"):
+            fails.append(f"{name}: no instance seen unavailable ({r.get('samples')} samples)")
+        if not r.get("converge_s"):
+            fails.append(f"{name}: no time until all done")
         continue
     with open(os.path.join(d, "latency.csv")) as f:
         lat = list(csv.DictReader(f))

@@ -143,6 +143,7 @@ def p50_of(r):
 # The limit's phase against which an operator's phase is measured.
 LIMIT_PHASE = {"warm": "limit", "cold": "limit", "limit": "limit", "burst": "burst",
                "claims-fresh": "claims-fresh", "claims-pool": "claims-pool", "expiry": "expiry",
+               "rolling": "rolling",
                "realflag-fresh": "realflag-floor", "realflag-pool": "realflag-floor",
                "realflag-floor": "realflag-floor"}
 
@@ -204,6 +205,9 @@ def ratios(results):
                  lambda r: (r.get("claim_ms") or r.get("latency_ms") or {}).get("p50"),
                  "claim p50, no pool"),
                 ("expiry", "expiry", key_of("converge_s"), "mass expiry, all namespaces gone"),
+                ("rolling", "rolling", key_of("converge_s"),
+                 "rolling update, all on the new generation"),
+                ("rolling", "rolling", p99_of, "rolling update, p99 per instance"),
                 ("realflag-fresh", "realflag-floor", p50_of, "PUT to own flag p50, no pool"),
                 ("realflag-fresh", "realflag-floor", p99_of, "PUT to own flag p99, no pool"),
                 ("realflag-pool", "realflag-floor", p99_of, "PUT to own flag p99, warm pool")):
@@ -296,6 +300,9 @@ def table(results):
             continue
         if workload == "expiry":
             lines.append(expiry_table(results, n))
+            continue
+        if workload == "rolling":
+            lines.append(rolling_table(results, n))
             continue
         if workload == "realflag":
             lines.append(realflag_table(results, n))
@@ -462,7 +469,8 @@ def claims_table(results, n, w="teams"):
     return "\n".join(lines)
 
 
-WORKLOAD_ORDER = ["flighttickets", "challenges", "teams", "teams-gw", "expiry", "realflag"]
+WORKLOAD_ORDER = ["flighttickets", "challenges", "teams", "teams-gw", "expiry", "rolling",
+                  "realflag"]
 
 
 def realflag_table(results, n):
@@ -556,6 +564,52 @@ def expiry_table(results, n):
             f"| {fmt_ratio(paired(results, w, n, (op, 'expiry'), ('limit', 'expiry'), key_of('converge_s'))) if op != 'limit' else '1.00'} "
             f"| {fmt(g.get('p50'), 0)} | {fmt(g.get('p99'), 0)} | {fmt(g.get('max'), 0)} "
             f"| {fmt(api_writes_median(results, w, n, op, 'expiry'), 1)} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def rolling_table(results, n):
+    """A live update (a rolling cell): N instances replaced, Rolling, 10 %."""
+    w = "rolling"
+    k = (find(results, w, n, "kopc", "rolling") or find(results, w, n, "limit", "rolling") or {})
+    lines = [
+        f"### A live update: {n:,} running instances, Rolling, maxUnavailable 10 %\n",
+        f"{n:,} Running instances of a definition with spec.update Rolling, maxUnavailable 10 % "
+        f"({fmt(k.get('max_allowed'), 0)} at once); then its pod template's image changes. kopc "
+        "replaces them by its strategy; the limit: the harness alone patches each instance's "
+        "Deployment (its image and generation annotation), at most as many in flight, the next "
+        "as soon as a watch shows one rolled out and available, then the Challenge's status "
+        "Running on the new generation. All done: the change → the last instance Running on the "
+        "new generation with its Deployment rolled out; per instance: the change → done. "
+        f"Unavailable: the instances whose Deployment is mid-replacement or unavailable, "
+        f"sampled every {fmt(k.get('sample_s'), 2)} s from the harness's watches (the most at "
+        "once; in brackets the most at any watch event). apiserver CPU: the devcluster's "
+        "(etcd, apiserver, controllers, KWOK) over the same span.\n",
+        "| | on the new generation | all done (s) | × the limit's | p50 (ms) | p99 (ms) "
+        "| max unavailable (allowed) | CPU (s) | writes per object (apiserver) "
+        "| apiserver CPU (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for label, op in (("the limit: the Deployment updates alone", "limit"), ("kopc", "kopc")):
+        r = find(results, w, n, op, "rolling")
+        if not r:
+            continue
+        if r.get("done") != n:
+            lines.append(f"| {label} | FAILED ({r.get('done')}/{n}) {r.get('error', '')[:60]} |"
+                         + " |" * 8)
+            continue
+        g = r.get("latency_ms") or {}
+        # The most unavailable at once over every trial, not a median.
+        most = {key: max((x.get(key) or 0 for x in runs_of(results, w, n, op, "rolling").values()),
+                         default=None) for key in ("max_unavailable", "max_unavailable_events")}
+        lines.append(
+            f"| {label} | {fmt(r.get('on_new_generation'), 0)} | {with_spread(r, 'converge_s', 1)} "
+            f"| {fmt_ratio(paired(results, w, n, (op, 'rolling'), ('limit', 'rolling'), key_of('converge_s'))) if op != 'limit' else '1.00'} "
+            f"| {fmt(g.get('p50'), 0)} | {fmt(g.get('p99'), 0)} "
+            f"| {fmt(most['max_unavailable'], 0)} [{fmt(most['max_unavailable_events'], 0)}] "
+            f"({fmt(r.get('max_allowed'), 0)}) "
+            f"| {fmt(r.get('cpu_s'), 1) if op != 'limit' else '–'} "
+            f"| {fmt(api_writes_median(results, w, n, op, 'rolling'), 1)} "
+            f"| {fmt(r.get('devcluster_cpu_s'), 1)} |")
     lines.append("")
     return "\n".join(lines)
 

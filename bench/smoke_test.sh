@@ -3,10 +3,11 @@
 # so `make test` proves it works): a few objects per operator and cell, then
 # bench/check.py asserts the output is sane - every object reconciled by
 # every operator, every team served (from the pool in the pooled runs),
-# every expiring instance gone, every team's own token accepted and another
-# team's refused, writes counted by the apiserver, every measurement gated
-# and placed in its trial's order, every CSV non-empty, the tables and the
-# plots written. It never asserts a time: benchmarks are not tests.
+# every expiring instance gone, every updated instance on the new generation
+# with never more than maxUnavailable replaced at once, every team's own token
+# accepted and another team's refused, writes counted by the apiserver,
+# every measurement gated and placed in its trial's order, every CSV
+# non-empty, the tables and the plots written. It never asserts a time: benchmarks are not tests.
 #
 # Env: KOP_TEST_TMP (scratch directory).
 set -euo pipefail

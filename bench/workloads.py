@@ -76,6 +76,15 @@ def setup_teams_gateway(c, n=1):
     start_traefik(c)
 
 
+def setup_rolling(c, n=1):
+    """The Challenge cells' setup, and the definition's spec.update Rolling
+    with maxUnavailable 10 % (bench/rolling.py), before any instance."""
+    from rolling import update_strategy
+    setup_challenges(c, n)
+    c.kubectl("-n", "ctf", "patch", "chaldef", "bench", "--type", "merge", "-p",
+              json.dumps({"spec": {"update": update_strategy()}}))
+
+
 REALFLAG_KEY = "bench-realflag-hmac-key-" + "0123456789abcdef" * 2  # the dynamic flag's key
 
 
@@ -132,6 +141,12 @@ WORKLOADS = {
     # Mass expiry: N instances expiring within EXPIRY_SPREAD_S.
     "expiry": {"setup": setup_challenges, "namespace": "ctf", "objects": "challenges",
                "nodes": lambda n: 1 + (n + 99) // 100},
+    # A live update at scale: N Running instances, the definition's image
+    # changed with spec.update Rolling, maxUnavailable 10 % (issue 30). A
+    # replacement's new pod sits beside the old one until it is Ready: 10 %
+    # more pods at most, which the nodes' 110 pods each leave room for.
+    "rolling": {"setup": setup_rolling, "namespace": "ctf", "objects": "challenges",
+                "nodes": lambda n: 1 + (n + 99) // 100},
     # On a real node: N teams press Start together; PUT -> their own flag
     # (issue 26). One real node (110 pods: N claimed instances and the N
     # warm ones the pool refills with), no fake ones.

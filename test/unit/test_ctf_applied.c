@@ -7,7 +7,10 @@
  * or none at all mean applying. The digest covers every byte of the
  * children and ignores the order of keys. A process with no record takes
  * the stamp of a full apply seen on the server as its record, only when it
- * is this very digest and no cached child is missing.
+ * is this very digest and no cached child is missing. Each child is also
+ * remembered by itself: one applied as this digest within the resync (a
+ * Deployment: at the generation the cache shows) need not go out again; the
+ * records go with the instance's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -144,12 +147,61 @@ static void test_stamp_and_seed(void **state)
     ctf_applied_free(a);
 }
 
+static void test_children(void **state)
+{
+    (void)state;
+    ctf_applied *a = NULL;
+    const int64_t t = 1000000;
+    char key[CTF_CHILD_KEY_SIZE];
+    json_t *x = children("flag{a}");
+    assert_int_equal(ctf_applied_new(&a), KOP_OK);
+    ctf_applied_child_key(json_array_get(x, 1), key, sizeof key);
+    assert_string_equal(key, "Secret/ctf-web-team-a/flag");
+    ctf_applied_child_key(json_array_get(x, 0), key, sizeof key);
+    assert_string_equal(key, "Namespace//ctf-web-team-a");
+
+    /* A child applied as this digest, within the resync: skipped; another digest, an old
+     * record or none at all: applied. */
+    json_t *was = json_pack("{s:s, s:I, s:I}", "digest", "d1", "at", (json_int_t)t,
+                            "generation", (json_int_t)0);
+    assert_true(ctf_applied_child_skip(was, "d1", -1, t + 5));
+    assert_true(ctf_applied_child_skip(was, "d1", -1, t + CTF_APPLIED_RESYNC_MS - 1));
+    assert_false(ctf_applied_child_skip(was, "d1", -1, t + CTF_APPLIED_RESYNC_MS));
+    assert_false(ctf_applied_child_skip(was, "d1", -1, t - 1));
+    assert_false(ctf_applied_child_skip(was, "d2", -1, t + 5));
+    assert_false(ctf_applied_child_skip(NULL, "d1", -1, t + 5));
+    json_decref(was);
+    /* A Deployment: only at the generation its apply answered (edited since: applied). */
+    was = json_pack("{s:s, s:I, s:I}", "digest", "d1", "at", (json_int_t)t, "generation",
+                    (json_int_t)3);
+    assert_true(ctf_applied_child_skip(was, "d1", 3, t + 5));
+    assert_false(ctf_applied_child_skip(was, "d1", 4, t + 5));
+    assert_false(ctf_applied_child_skip(was, "d1", -2, t + 5)); /* not in the cache */
+
+    /* Kept on the instance's record only, and gone with it. */
+    ctf_applied_children_keep(a, "u1", json_pack("{s:O}", "Deployment/ns/web", was));
+    assert_null(ctf_applied_children_dup(a, "u1")); /* no record to keep them on */
+    ctf_applied_record(a, "u1", "whole", 3, t);
+    ctf_applied_children_keep(a, "u1", json_pack("{s:O}", "Deployment/ns/web", was));
+    json_t *kids = ctf_applied_children_dup(a, "u1");
+    assert_non_null(kids);
+    assert_true(json_equal(json_object_get(kids, "Deployment/ns/web"), was));
+    json_decref(kids);
+    ctf_applied_forget(a, "u1");
+    assert_null(ctf_applied_children_dup(a, "u1"));
+    assert_null(ctf_applied_children_dup(a, NULL));
+    json_decref(was);
+    json_decref(x);
+    ctf_applied_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_digest),
         cmocka_unit_test(test_decide),
         cmocka_unit_test(test_stamp_and_seed),
+        cmocka_unit_test(test_children),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

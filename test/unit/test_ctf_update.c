@@ -5,7 +5,8 @@
  * verdict per instance, what counts as a Deployment's rollout, and the
  * rollout ledger: never more slots than the budget, even from many threads
  * at once, waiting instances handed back once each as slots free, and a
- * seeded ledger counting the replacements of the process before.
+ * seeded ledger counting the replacements of the process before; the
+ * definition's progress counted at most once a second, per definition.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -330,13 +331,34 @@ static void test_ledger_race(void **state)
     ctf_rollout_free(r);
 }
 
+static void test_report_due(void **state)
+{
+    (void)state;
+    ctf_rollout *r = NULL;
+    long wait = -1;
+    const int64_t t = 5000000;
+    assert_int_equal(ctf_rollout_new(&r), KOP_OK);
+    assert_true(ctf_rollout_report_due(r, "ctf/web", t, 1000, &wait)); /* the first time */
+    assert_int_equal(wait, 0);
+    assert_false(ctf_rollout_report_due(r, "ctf/web", t + 300, 1000, &wait));
+    assert_int_equal(wait, 700);
+    assert_true(ctf_rollout_report_due(r, "ctf/other", t + 300, 1000, &wait)); /* its own */
+    assert_true(ctf_rollout_report_due(r, "ctf/web", t + 1000, 1000, &wait));
+    assert_false(ctf_rollout_report_due(r, "ctf/web", t + 1999, 1000, &wait));
+    assert_int_equal(wait, 1);
+    /* The report's timing is no slot: the ledger of the definition stays empty, unseeded. */
+    assert_int_equal(ctf_rollout_count(r, "ctf/web"), 0);
+    assert_false(ctf_rollout_seeded(r, "ctf/web"));
+    ctf_rollout_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),   cmocka_unit_test(test_budget),
         cmocka_unit_test(test_version), cmocka_unit_test(test_decide),
         cmocka_unit_test(test_rolling), cmocka_unit_test(test_ledger),
-        cmocka_unit_test(test_ledger_race),
+        cmocka_unit_test(test_ledger_race), cmocka_unit_test(test_report_due),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

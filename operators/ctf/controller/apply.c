@@ -4,7 +4,10 @@
  * pool.c): server-side apply of each child in order, each only after the
  * one before it went through, the last stamped with the digest of the
  * whole (core/applied.c), so that a pass whose children are what was
- * applied last, as the caches show them, writes nothing.
+ * applied last, as the caches show them, writes nothing, and one whose
+ * children changed writes the ones that did (with the stamped last child,
+ * and a warm instance's Namespace; every child when a cached one is
+ * missing).
  *
  * A child the cluster refuses fills the observation (Error) and stops the
  * apply; a warm Namespace found claimed under the pool's apply stops it
@@ -104,6 +107,13 @@ static bool claimed_under(const json_t *child, const json_t *stored)
            kop_meta_label(child, CTF_LABEL_POOL) && kop_meta_label(stored, CTF_LABEL_CHALLENGE);
 }
 
+/* warm_namespace: child is a warm instance's Namespace (the pool's; no Challenge yet). */
+static bool warm_namespace(const json_t *child)
+{
+    return kop_streq(json_string_value(json_object_get(child, "kind")), "Namespace") &&
+           !kop_meta_label(child, CTF_LABEL_CHALLENGE);
+}
+
 /* stamp_cached: the applied digest the caches show on child (borrowed from *hold), or NULL. */
 static const char *stamp_cached(ctf_operator *op, const json_t *child, json_t **hold)
 {
@@ -133,11 +143,17 @@ void ctf_apply_seed(ctf_operator *op, const char *key, const json_t *children,
     json_decref(hold);
 }
 
-/* ctf_apply_children applies every child; *generations sums the Deployments' as applied.
- * KOP_ECONFLICT when a warm instance turns out claimed (claimed_under): nothing after its
- * Namespace is written. */
-kop_err ctf_apply_children(ctf_operator *op, json_t *children, int64_t *generations,
-                           ctf_observation *o, const kop_reconcile *req)
+/*
+ * apply_each applies the children in order but those whose skip[i] is 0 or
+ * more (skip NULL: every one); gens[i] (gens may be NULL) gets child i's
+ * generation as the apply answered it (a Deployment's; 0 for other kinds),
+ * or skip[i] for a skipped one; *generations sums them. KOP_ECONFLICT when
+ * a warm instance turns out claimed (claimed_under): nothing after its
+ * Namespace is written.
+ */
+static kop_err apply_each(ctf_operator *op, json_t *children, const int64_t *skip,
+                          int64_t *gens, int64_t *generations, ctf_observation *o,
+                          const kop_reconcile *req)
 {
     kop_status st;
     json_t *child;
@@ -149,8 +165,11 @@ kop_err ctf_apply_children(ctf_operator *op, json_t *children, int64_t *generati
         const kop_resource *r = resource_of(child);
         bool deployment = r == &CTF_DEPLOYMENTS, ns = r == &CTF_NAMESPACES;
         json_t *stored = NULL;
+        int64_t gen = skip && skip[i] >= 0 ? skip[i] : 0;
+        if (skip && skip[i] >= 0)
+            goto counted;
         err = r ? apply(op, r, child, deployment || ns ? &stored : NULL, &st) : KOP_EINVAL;
-        *generations += kop_meta_generation(stored);
+        gen = deployment ? kop_meta_generation(stored) : 0;
         if (!err && ns && claimed_under(child, stored)) {
             kop_logger_log(req->log, KOP_LOG_INFO,
                            "a warm instance was claimed meanwhile; left to its Challenge",
@@ -175,8 +194,95 @@ kop_err ctf_apply_children(ctf_operator *op, json_t *children, int64_t *generati
             }
             break;
         }
+    counted:
+        if (gens)
+            gens[i] = gen;
+        *generations += gen;
     }
     return err;
+}
+
+/* ctf_apply_children applies every child; *generations sums the Deployments' as applied.
+ * KOP_ECONFLICT when a warm instance turns out claimed (claimed_under): nothing after its
+ * Namespace is written. */
+kop_err ctf_apply_children(ctf_operator *op, json_t *children, int64_t *generations,
+                           ctf_observation *o, const kop_reconcile *req)
+{
+    return apply_each(op, children, NULL, NULL, generations, o, req);
+}
+
+/* cached_generation: the cache's generation of Deployment child, or -2 when it has none. */
+static int64_t cached_generation(ctf_operator *op, const json_t *child)
+{
+    json_t *d = NULL;
+    int64_t gen = -2; /* never a record's */
+    if (kop_informer_dup_metadata(op->deployments, kop_meta_namespace(child),
+                                  kop_meta_name(child), &d) == KOP_OK)
+        gen = kop_meta_generation(d);
+    json_decref(d);
+    return gen;
+}
+
+/*
+ * child_skips decides, for an apply of children whose records before it
+ * are was (ctf_applied_children_dup; NULL: apply every child), which need
+ * not go out again (ctf_applied_child_skip): skip[i] is -1 to apply child
+ * i, or the generation it counts (a Deployment's as last applied, 0 for
+ * other kinds). A warm instance's Namespace always goes out (the pool's
+ * apply learns from its answer whether a team claimed the instance
+ * meanwhile: claimed_under), and so does the last child (it carries the
+ * new digest's stamp). digests (an array)
+ * gets each child's digest. KOP_ENOMEM: apply every child, record none.
+ */
+static kop_err child_skips(ctf_operator *op, const json_t *children, const json_t *was,
+                           int64_t now, int64_t *skip, json_t *digests)
+{
+    size_t n = json_array_size(children);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *child = json_array_get(children, i);
+        const char *kind = json_string_value(json_object_get(child, "kind"));
+        bool deployment = kop_streq(kind, "Deployment");
+        char key[CTF_CHILD_KEY_SIZE], digest[CTF_DIGEST_HEX];
+        skip[i] = -1;
+        ctf_applied_child_key(child, key, sizeof key);
+        if (ctf_applied_digest(child, digest) != KOP_OK ||
+            json_array_append_new(digests, json_string(digest)) != 0)
+            return KOP_ENOMEM;
+        const json_t *rec = json_object_get(was, key);
+        if (!rec || i + 1 == n || warm_namespace(child))
+            continue;
+        int64_t cached = deployment ? cached_generation(op, child) : CTF_APPLIED_NOT_DEPLOYMENT;
+        if (ctf_applied_child_skip(rec, digest, cached, now))
+            skip[i] = deployment ? cached : 0;
+    }
+    return KOP_OK;
+}
+
+/*
+ * children_records returns was (stolen; a new object when NULL) with the
+ * record of every child applied now (skip[i] < 0): its digest, now, and
+ * its generation as answered (gens). Skipped children keep theirs (when
+ * they were applied), and children not in this apply theirs too. NULL when
+ * out of memory.
+ */
+static json_t *children_records(json_t *was, const json_t *children, const json_t *digests,
+                                const int64_t *skip, const int64_t *gens, int64_t now)
+{
+    json_t *kids = was ? was : json_object();
+    for (size_t i = 0; kids && i < json_array_size(children); i++) {
+        char key[CTF_CHILD_KEY_SIZE];
+        if (skip[i] >= 0)
+            continue;
+        ctf_applied_child_key(json_array_get(children, i), key, sizeof key);
+        json_t *r = json_pack("{s:s, s:I, s:I}", "digest",
+                              json_string_value(json_array_get(digests, i)), "at", (json_int_t)now,
+                              "generation", (json_int_t)gens[i]);
+        if (!r || json_object_set_new(kids, key, r) != 0) {
+            json_decref(kids);
+            kids = NULL;
+        }
+    }
+    return kids;
 }
 
 /*
@@ -194,25 +300,51 @@ kop_err ctf_apply_built(ctf_operator *op, const char *key, json_t *children, ctf
     long wait_ms = 0;
     kop_err err = KOP_OK;
     ctf_applied_verdict v = CTF_APPLY;
+    ctf_applied_seen seen = {1, 0};
+    size_t n = json_array_size(children);
+    int64_t *skip = NULL, *gens = NULL;
+    json_t *was = NULL, *digests = NULL;
     if (applied)
         *applied = false;
     if (ctf_applied_digest(children, digest) == KOP_OK) {
-        ctf_applied_seen seen = ctf_apply_seen(op, children);
+        seen = ctf_apply_seen(op, children);
         ctf_apply_seed(op, key, children, digest, &seen, now);
         v = ctf_applied_decide(op->applied, key, digest, &seen, now, &wait_ms);
     }
     if (v == CTF_APPLY_WAIT)
         o->requeue_ms = ctf_min_positive(o->requeue_ms, wait_ms);
-    if (v == CTF_APPLY) {
-        ctf_applied_forget(op->applied, key);
-        if (digest[0] && ctf_applied_stamp(children, digest) != KOP_OK)
-            digest[0] = '\0'; /* applied unstamped (which clears an old stamp), not recorded */
-        err = ctf_apply_children(op, children, &generations, o, req);
-        if (!err && !o->reason && digest[0])
-            ctf_applied_record(op->applied, key, digest, generations, now);
-        if (applied)
-            *applied = !err && !o->reason;
+    if (v != CTF_APPLY)
+        return KOP_OK;
+    /* What changed since the last apply goes out, the rest only when every cached child is
+     * there (one deleted by hand is put back: every child goes out then). */
+    if (seen.missing == 0)
+        was = ctf_applied_children_dup(op->applied, key);
+    ctf_applied_forget(op->applied, key);
+    skip = n ? calloc(n, sizeof *skip) : NULL;
+    gens = n ? calloc(n, sizeof *gens) : NULL;
+    digests = json_array();
+    if (!skip || !gens || !digests || child_skips(op, children, was, now, skip, digests) != KOP_OK) {
+        for (size_t i = 0; skip && i < n; i++)
+            skip[i] = -1;
+        json_decref(digests);
+        digests = NULL; /* applied in full, the children not recorded */
     }
+    if (digest[0] && ctf_applied_stamp(children, digest) != KOP_OK)
+        digest[0] = '\0'; /* applied unstamped (which clears an old stamp), not recorded */
+    err = apply_each(op, children, skip, gens, &generations, o, req);
+    if (!err && !o->reason && digest[0]) {
+        ctf_applied_record(op->applied, key, digest, generations, now);
+        if (digests) {
+            ctf_applied_children_keep(op->applied, key,
+                                      children_records(was, children, digests, skip, gens, now));
+            was = NULL; /* stolen */
+        }
+    }
+    if (applied)
+        *applied = !err && !o->reason;
+    json_decref(was);
+    json_decref(digests);
+    free(skip);
+    free(gens);
     return err;
 }
-

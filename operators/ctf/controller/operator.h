@@ -31,6 +31,18 @@
 #define CTF_MANAGED       "app.kubernetes.io/managed-by=kopc-ctf"
 
 /* Challenge states (status.currentStatus). */
+/*
+ * A pass that applied the children and waits for them to run requeues at
+ * this priority, above watch events (KOP_PRIORITY_HIGH), as a new
+ * Challenge's first pass is; the child event that wakes the held-back key
+ * takes its priority (kop/controller.h), so Running passes go ahead of the
+ * first passes of later instances. An instance being replaced by a new
+ * version waits the same way, and one woken to take a freed slot of a
+ * rolling update is queued at it (update.c), so a rollout does not wait
+ * behind a backlog of other events.
+ */
+#define CTF_PRIORITY_READINESS (KOP_PRIORITY_HIGH + 10)
+
 #define CTF_STATUS_PENDING     "Pending"
 #define CTF_STATUS_RUNNING     "Running"
 #define CTF_STATUS_UPDATING    "Updating" /* replaced by a new version (update.c) */

@@ -65,14 +65,6 @@
  * PATCH per instance without shortening the burst's tail.
  */
 #define STALE_RECHECK_MS 1000
-/*
- * A pass that applied the children and waits for them to run requeues at
- * this priority, above watch events (KOP_PRIORITY_HIGH), as a new
- * Challenge's first pass is; the child event that wakes the held-back key
- * takes its priority (kop/controller.h), so Running passes go ahead of the
- * first passes of later instances.
- */
-#define CTF_PRIORITY_READINESS (KOP_PRIORITY_HIGH + 10)
 
 /* retry_after_write: a write that met a newer version waits for the cache; others back off. */
 static kop_result retry_after_write(kop_err err)

@@ -46,8 +46,10 @@
 
 #include "controller/apply.h"
 #include "controller/update.h"
+#include "kop/clock.h"
 
 #define UPDATE_QUEUED_RECHECK_MS 30000 /* a waiting instance looks again (a lost wake) */
+#define UPDATE_REPLACING_RECHECK_MS 30000 /* an instance being replaced looks again */
 
 /* ---- what the caches show ----------------------------------------------------- */
 
@@ -101,16 +103,21 @@ static bool started(const json_t *chal)
            !kop_streq(ctf_str2(chal, "status", "currentStatus"), CTF_STATUS_ERROR);
 }
 
-/* instances_of counts the Challenges of def's name (the budget's total; any namespace). */
+/*
+ * instances_of counts the Challenges of def's name (the budget's total; any
+ * namespace): the index's count, read with a page of one key, since every
+ * pass of a rolling update asks (all keys were copied each time: O(N) per
+ * pass, 11 % of the operator's CPU in a rolling update of 1,000).
+ */
 static int instances_of(ctf_operator *op, const json_t *def)
 {
     json_t *keys = NULL;
-    if (kop_informer_index_keys(op->challenges, CTF_INDEX_DEFINITION, kop_meta_name(def), NULL,
+    kop_index_page page = {.cursor = 0, .max = 1};
+    if (kop_informer_index_keys(op->challenges, CTF_INDEX_DEFINITION, kop_meta_name(def), &page,
                                 &keys) != KOP_OK)
         return 1;
-    int n = (int)json_object_size(keys);
     json_decref(keys);
-    return n;
+    return (int)page.total;
 }
 
 /* budget: how many of def's instances may be replaced at once. */
@@ -154,7 +161,12 @@ static void seed(ctf_operator *op, const json_t *def, const char *key, const cha
     json_decref(uids);
 }
 
-/* wake enqueues the waiting Challenges names ("<namespace>/<name>"), stealing the array. */
+/*
+ * wake enqueues the waiting Challenges names ("<namespace>/<name>"),
+ * stealing the array, at the readiness priority: a freed slot is taken
+ * ahead of the other events queued meanwhile (issue 30's bench: at the
+ * normal priority, 100 slots of 1,000 instances sat free behind them).
+ */
 static void wake(ctf_operator *op, json_t *names)
 {
     json_t *n;
@@ -166,7 +178,7 @@ static void wake(ctf_operator *op, json_t *names)
         if (!slash || (size_t)(slash - s) >= sizeof ns)
             continue;
         snprintf(ns, sizeof ns, "%.*s", (int)(slash - s), s);
-        kop_controller_enqueue(op->ctl, ns, slash + 1);
+        kop_controller_enqueue_priority(op->ctl, ns, slash + 1, CTF_PRIORITY_READINESS);
     }
     json_decref(names);
 }
@@ -261,11 +273,17 @@ void ctf_update_observed(const json_t *chal, const json_t *def, const ctf_update
         snprintf(o->version, sizeof o->version, "%s", pass->version);
     if (o->reason)
         return; /* an Error says why; the slot stays held: the rollout waits */
-    if (pass->replacing && strcmp(o->phase, CTF_STATUS_RUNNING) != 0) {
+    /* Updating until the replacement is over (the slot given back), also while the old pod
+     * still serves beside the new one: Running with the new generation but without the
+     * notice showed otherwise (e2e_ctf_update saw it, 2 runs of 4). */
+    if (pass->replacing) {
         o->phase = CTF_STATUS_UPDATING;
         snprintf(o->message, sizeof o->message, "updating to the new version (generation %lld)",
                  (long long)gen);
-        o->requeue_ms = 0; /* no start timeout: the Deployments' events bring it back */
+        /* No start timeout: the Deployments' events bring it back, at the readiness
+         * priority this held-back pass lends them (reconcile.c), so the slot is given
+         * back ahead of the events of instances still waiting for theirs. */
+        o->requeue_ms = UPDATE_REPLACING_RECHECK_MS;
         return;
     }
     if (pass->queued && strcmp(o->phase, CTF_STATUS_RUNNING) == 0) {
@@ -307,6 +325,7 @@ void ctf_update_forget(ctf_operator *op, const json_t *chal)
 /* ---- the definition's progress --------------------------------------------------- */
 
 #define UPDATE_REPORT_AGAIN_MS 2000 /* an update under way is counted again this often */
+#define UPDATE_REPORT_EVERY_MS 1000 /* and at most this often, however many instances move */
 
 long ctf_update_report(ctf_operator *op, const kop_reconcile *req, const json_t *def)
 {
@@ -315,6 +334,14 @@ long ctf_update_report(ctf_operator *op, const kop_reconcile *req, const json_t 
     int current = 0, updating = 0, behind = 0;
     ctf_update_spec u;
     int64_t gen = kop_meta_generation(def);
+    char key[CTF_TEAM_KEY_SIZE];
+    long wait_ms = 0;
+    def_key(def, key, sizeof key);
+    /* Each pass walks every instance of the definition: counted at most once a second
+     * (a rolling update of 1,000 instances woke it at each of their 2,000 transitions). */
+    if (!ctf_rollout_report_due(op->rollout, key, kop_mono_ms(), UPDATE_REPORT_EVERY_MS,
+                                &wait_ms))
+        return wait_ms;
     if (ctf_update_parse(def, &u, NULL) != KOP_OK ||
         kop_informer_by_index(op->challenges, CTF_INDEX_DEFINITION, kop_meta_name(def), &chals) !=
             KOP_OK)

@@ -32,10 +32,16 @@
  * it is readable only with the operator's own rights, and it does not give
  * the flag back.
  *
+ * Beside the digest of the whole, the record keeps each child's own digest,
+ * when it was applied and a Deployment's generation (issue 30), so that a
+ * pass whose children changed applies only those that did (controller/
+ * apply.c decides, with ctf_applied_child_skip); a seeded record has none.
+ *
  * A lock guards the table; the work queue never hands one key to two
  * workers, so one record has one writer.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,6 +155,51 @@ void ctf_applied_forget(ctf_applied *a, const char *uid)
         return;
     pthread_mutex_lock(&a->lock);
     json_object_del(a->records, uid);
+    pthread_mutex_unlock(&a->lock);
+}
+
+void ctf_applied_child_key(const json_t *child, char *out, size_t size)
+{
+    const char *kind = json_string_value(json_object_get(child, "kind"));
+    const char *ns = kop_meta_namespace(child);
+    snprintf(out, size, "%s/%s/%s", kind ? kind : "", ns ? ns : "", kop_meta_name(child));
+}
+
+json_t *ctf_applied_children_dup(ctf_applied *a, const char *uid)
+{
+    if (!uid)
+        return NULL;
+    pthread_mutex_lock(&a->lock);
+    json_t *kids = json_object_get(json_object_get(a->records, uid), "children");
+    json_t *dup = kids ? json_deep_copy(kids) : NULL;
+    pthread_mutex_unlock(&a->lock);
+    return dup;
+}
+
+bool ctf_applied_child_skip(const json_t *was, const char *digest, int64_t cached_generation,
+                            int64_t now_ms)
+{
+    const char *d = json_string_value(json_object_get(was, "digest"));
+    int64_t age = now_ms - json_integer_value(json_object_get(was, "at"));
+    if (!d || !digest || strcmp(d, digest) != 0 || age < 0 || age >= CTF_APPLIED_RESYNC_MS)
+        return false;
+    return cached_generation == CTF_APPLIED_NOT_DEPLOYMENT ||
+           (cached_generation >= 0 &&
+            cached_generation == json_integer_value(json_object_get(was, "generation")));
+}
+
+void ctf_applied_children_keep(ctf_applied *a, const char *uid, json_t *children)
+{
+    if (!uid || !children) {
+        json_decref(children);
+        return;
+    }
+    pthread_mutex_lock(&a->lock);
+    json_t *r = json_object_get(a->records, uid);
+    if (!r)
+        json_decref(children); /* no record to keep them on */
+    else if (json_object_set_new(r, "children", children) != 0) /* steals, even on failure */
+        json_object_del(a->records, uid); /* no memory: the next pass applies again */
     pthread_mutex_unlock(&a->lock);
 }
 

@@ -56,6 +56,50 @@ bool ctf_applied_known(ctf_applied *a, const char *uid);
 void ctf_applied_forget(ctf_applied *a, const char *uid);
 
 /*
+ * Each child is also remembered by itself (issue 30: a rolling update of
+ * 1,000 instances re-applied ten unchanged children of each to change its
+ * Deployment, and five to an instance waiting for its turn): the digest of
+ * each child as it was last applied, when, and, for a Deployment, the
+ * generation the apply answered. A pass whose children differ from the
+ * last as a whole applies only the children that differ, or that were
+ * last applied CTF_APPLIED_RESYNC_MS ago or more (ctf_applied_child_skips).
+ * The records of the children are kept across passes that apply other sets
+ * (an instance kept on its version applies only what no version changes),
+ * and dropped with the instance's record (ctf_applied_forget).
+ */
+
+#define CTF_CHILD_KEY_SIZE 512 /* "<kind>/<namespace>/<name>" */
+
+/* ctf_applied_child_key writes child's "<kind>/<namespace>/<name>" to out (size bytes). */
+void ctf_applied_child_key(const json_t *child, char *out, size_t size);
+
+/*
+ * ctf_applied_children_dup returns a new reference to uid's children's
+ * records ({key: {"digest", "at", "generation"}}), or NULL when it has none.
+ */
+json_t *ctf_applied_children_dup(ctf_applied *a, const char *uid);
+
+/*
+ * ctf_applied_child_skip: whether a child whose key has the record was
+ * (record from ctf_applied_children_dup, may be NULL) need not be applied
+ * again as digest: applied as digest less than CTF_APPLIED_RESYNC_MS before
+ * now_ms, and, for a Deployment, its generation in the cache
+ * (cached_generation; any other negative value when the cache has none)
+ * what the apply answered (a Deployment edited by someone else is put right
+ * at once); CTF_APPLIED_NOT_DEPLOYMENT for the other kinds. Pure.
+ */
+#define CTF_APPLIED_NOT_DEPLOYMENT (-1)
+bool ctf_applied_child_skip(const json_t *was, const char *digest, int64_t cached_generation,
+                            int64_t now_ms);
+
+/*
+ * ctf_applied_children_keep sets children (stolen: {key: {"digest", "at",
+ * "generation"}}) as uid's children's records, on uid's record (which
+ * ctf_applied_record made first); without one, they are dropped.
+ */
+void ctf_applied_children_keep(ctf_applied *a, const char *uid, json_t *children);
+
+/*
  * The last apply's digest is also kept on the server, so that a process
  * without a record (a new leader, a restart) need not apply again what the
  * one before it applied in full: a full apply stamps the digest on its last

@@ -208,7 +208,8 @@ bool ctf_update_deployment_rolling(const json_t *d)
 
 struct ctf_rollout {
     pthread_mutex_t lock;
-    json_t *defs; /* key -> {"slots": {uid: true}, "waiting": {uid: name}, "seeded": true} */
+    json_t *defs; /* key -> {"slots": {uid: true}, "waiting": {uid: name}, "seeded": true,
+                     "reported": ms (ctf_rollout_report_due)} */
 };
 
 kop_err ctf_rollout_new(ctf_rollout **out)
@@ -326,6 +327,25 @@ bool ctf_rollout_holds(ctf_rollout *r, const char *key, const char *uid)
     bool holds = uid && json_object_get(json_object_get(entry(r, key, false), "slots"), uid);
     pthread_mutex_unlock(&r->lock);
     return holds;
+}
+
+bool ctf_rollout_report_due(ctf_rollout *r, const char *key, int64_t now_ms, long every_ms,
+                            long *wait_ms)
+{
+    bool due = true;
+    *wait_ms = 0;
+    pthread_mutex_lock(&r->lock);
+    json_t *e = entry(r, key, true);
+    json_t *at = json_object_get(e, "reported");
+    int64_t since = at ? now_ms - (int64_t)json_integer_value(at) : every_ms;
+    if (since >= 0 && since < every_ms) {
+        due = false;
+        *wait_ms = (long)(every_ms - since);
+    } else if (e) {
+        json_object_set_new(e, "reported", json_integer((json_int_t)now_ms));
+    }
+    pthread_mutex_unlock(&r->lock);
+    return due;
 }
 
 int ctf_rollout_count(ctf_rollout *r, const char *key)

@@ -159,4 +159,15 @@ bool ctf_rollout_holds(ctf_rollout *r, const char *key, const char *uid);
 /* ctf_rollout_count: how many instances of key hold a slot. */
 int ctf_rollout_count(ctf_rollout *r, const char *key);
 
+/*
+ * ctf_rollout_report_due: whether key's progress (the definition's
+ * status.update, a walk of all its instances) may be counted now, at
+ * now_ms, when it is counted at most every every_ms: true (and now_ms
+ * noted) the first time and once every_ms passed since it was last;
+ * otherwise false with *wait_ms until it may. A rolling update of 1,000
+ * instances asked for it at each of their 2,000 transitions.
+ */
+bool ctf_rollout_report_due(ctf_rollout *r, const char *key, int64_t now_ms, long every_ms,
+                            long *wait_ms);
+
 #endif /* CTF_CORE_UPDATE_H */
