@@ -124,6 +124,11 @@ challenge roll-team-b roll team-b | k apply -f - >/dev/null
 wait_for 90 "nc-team-a Running" status_is nc-team-a Running
 wait_for 90 "roll-team-b Running" status_is roll-team-b Running
 [ "$(stored_versions $DEFS)" = '["v1alpha1"]' ] || fail "storedVersions before: $(stored_versions $DEFS)"
+# The definitions' status.update counts their instances at most once a second
+# (update.c): the snapshot waits until each counts its Running one current.
+counts_current() { [ "$(k -n ctf get chaldef "$1" -o jsonpath='{.status.update.current}')" = 1 ]; }
+wait_for 30 "nc counts nc-team-a current" counts_current nc
+wait_for 30 "roll counts roll-team-b current" counts_current roll
 k get $DEFS -A -o json >"$WORK/defs-before.json"
 k get $CHALS -A -o json >"$WORK/chals-before.json"
 # What the instances are made of now, to see that nothing is rolled later.

@@ -143,9 +143,15 @@ port_forward() {
 # api_instance TEAM TOKEN CHALLENGE: PUT the instance and wait until it is
 # Running; leaves its JSON in $WORK/instance.json and its endpoint in ENDPOINT.
 api_instance() {
-    local team=$1 token=$2 chal=$3 code
-    code=$(curl -s -o "$WORK/put.json" -w '%{http_code}' -H "Authorization: Bearer $token" \
-        -X PUT "$API/api/v1/teams/$team/instances/$chal")
+    local team=$1 token=$2 chal=$3 code i
+    # A definition applied a moment ago may not have reached the caches of the
+    # replica the Service picked: 404 "no challenge named" is asked again (30 s).
+    for i in $(seq 60); do
+        code=$(curl -s -o "$WORK/put.json" -w '%{http_code}' -H "Authorization: Bearer $token" \
+            -X PUT "$API/api/v1/teams/$team/instances/$chal")
+        [ "$code" = 404 ] && grep -q 'no challenge named' "$WORK/put.json" || break
+        sleep 0.5
+    done
     [ "$code" = 201 ] || [ "$code" = 200 ] || fail "PUT $team/$chal answered $code: $(cat "$WORK/put.json")"
     is_running() {
         curl -sf -H "Authorization: Bearer $token" "$API/api/v1/teams/$team/instances/$chal" >"$WORK/instance.json" &&
