@@ -140,6 +140,30 @@ port_forward() {
     wait_for 60 "the API through a port-forward to $ns/$svc" curl -sf "$API/api/openapi.json"
 }
 
+# image_overlay DIR BASE TAG: a kustomization in DIR over BASE (a config/
+# directory) with the operator's image at $OP_IMAGE:TAG and --node-address
+# $NODE_IP (the real node's address, for the instances' endpoints).
+image_overlay() {
+    local dir=$1 base=$2 tag=$3 rel
+    mkdir -p "$dir"
+    rel=$(python3 -c 'import os,sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$base" "$dir")
+    cat >"$dir/kustomization.yaml" <<YAML
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- $rel
+images:
+- name: ghcr.io/kopc/ctf-operator
+  newName: $OP_IMAGE
+  newTag: "$tag"
+patches:
+- target: {kind: Deployment, name: kopc-ctf-operator}
+  patch: |-
+    - {op: add, path: /spec/template/spec/containers/0/args/-, value: --node-address}
+    - {op: add, path: /spec/template/spec/containers/0/args/-, value: "$NODE_IP"}
+YAML
+}
+
 # api_instance TEAM TOKEN CHALLENGE: PUT the instance and wait until it is
 # Running; leaves its JSON in $WORK/instance.json and its endpoint in ENDPOINT.
 api_instance() {

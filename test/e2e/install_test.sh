@@ -29,23 +29,7 @@ real_cluster
 ok "images built and pushed: $(cut -d@ -f1 "$WORK/images" | tr '\n' ' ')"
 
 log "kubectl apply -k: config/default with the image built here"
-mkdir -p "$WORK/overlay"
-rel=$(python3 -c 'import os,sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$SRC/config/default" "$WORK/overlay")
-cat >"$WORK/overlay/kustomization.yaml" <<YAML
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- $rel
-images:
-- name: ghcr.io/kopc/ctf-operator
-  newName: $OP_IMAGE
-  newTag: "$VERSION"
-patches:
-- target: {kind: Deployment, name: kopc-ctf-operator}
-  patch: |-
-    - {op: add, path: /spec/template/spec/containers/0/args/-, value: --node-address}
-    - {op: add, path: /spec/template/spec/containers/0/args/-, value: "$NODE_IP"}
-YAML
+image_overlay "$WORK/overlay" "$SRC/config/default" "$VERSION"
 k apply -k "$WORK/overlay" >"$WORK/apply.log" || { cat "$WORK/apply.log"; fail "kubectl apply -k"; }
 k wait --for=condition=Established crd/challenges.ctf.kopc.io crd/challengedefinitions.ctf.kopc.io --timeout=60s >/dev/null ||
     fail "CRDs not Established"

@@ -100,25 +100,9 @@ ok "images pushed: $(cut -d@ -f1 "$WORK/images" | tr '\n' ' ')"
 # cert-manager would add: no Issuer or Certificate, the Certificate's
 # Secret, and the CA in every clientConfig that cainjector fills.
 render() {
-    local tree=$1 tag=$2 out=$3 ov rel
+    local tree=$1 tag=$2 out=$3 ov
     ov=$WORK/overlay-$tag
-    mkdir -p "$ov"
-    rel=$(python3 -c 'import os,sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$tree/config/with-webhook" "$ov")
-    cat >"$ov/kustomization.yaml" <<YAML
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- $rel
-images:
-- name: ghcr.io/kopc/ctf-operator
-  newName: $OP_IMAGE
-  newTag: "$tag"
-patches:
-- target: {kind: Deployment, name: kopc-ctf-operator}
-  patch: |-
-    - {op: add, path: /spec/template/spec/containers/0/args/-, value: --node-address}
-    - {op: add, path: /spec/template/spec/containers/0/args/-, value: "$NODE_IP"}
-YAML
+    image_overlay "$ov" "$tree/config/with-webhook" "$tag"
     k kustomize "$ov" | python3 -c '
 import base64, json, sys, yaml
 ca = base64.b64encode(open(sys.argv[1], "rb").read()).decode()
