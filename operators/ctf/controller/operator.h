@@ -26,7 +26,6 @@
 #include "core/update.h"
 #include "controller/resources.h"
 
-#define CTF_FINALIZER     "ctf.kopc.io/instance"
 #define CTF_FIELD_MANAGER "kopc-ctf"
 #define CTF_MANAGED       "app.kubernetes.io/managed-by=kopc-ctf"
 

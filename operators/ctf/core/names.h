@@ -36,6 +36,10 @@
 #define CTF_LABEL_POOL    "ctf.kopc.io/pool"
 #define CTF_LABEL_POOL_NS "ctf.kopc.io/pool-namespace"
 #define CTF_POOL_ID_LEN   10 /* hex digits of a warm instance's random id */
+/* The operator's finalizer on a Challenge: its instance is cleaned up before
+ * the Challenge goes (controller/reconcile.c). A Challenge the API creates
+ * carries it from the start (api/write.c), so its first pass writes no patch. */
+#define CTF_FINALIZER "ctf.kopc.io/instance"
 
 /* Buffer sizes: a DNS label and NUL; a DNS subdomain (host name) and NUL. */
 #define CTF_NAMESPACE_SIZE (KOP_META_DNS1123_LABEL_MAX + 1)

@@ -18,6 +18,31 @@ from .common import (ADMIN, Fail, KUBECONFIG, KUBECTL, NS, Resp, TEAMS, call, ch
                      wait_for, watch_states)
 
 
+CTF_FINALIZER = "ctf.kopc.io/instance"
+
+
+def watch_added(ns):
+    """watch_added starts a watch of ns's Challenges from now (a list's
+    resourceVersion) and returns a queue that gets the first ADDED object."""
+    lst = json.loads(kubectl("get", "--raw", f"/apis/ctf.kopc.io/v1alpha1/namespaces/{ns}/challenges").stdout)
+    rv = lst["metadata"]["resourceVersion"]
+    p = subprocess.Popen([KUBECTL, "--kubeconfig", KUBECONFIG, "get", "--raw",
+                          f"/apis/ctf.kopc.io/v1alpha1/namespaces/{ns}/challenges"
+                          f"?watch=1&resourceVersion={rv}&timeoutSeconds=60"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    q = queue.Queue()
+
+    def read():
+        for line in p.stdout:
+            ev = json.loads(line)
+            if ev.get("type") == "ADDED":
+                q.put(ev["object"])
+                break
+        p.kill()
+    threading.Thread(target=read, daemon=True).start()
+    return q
+
+
 def test_refusals():
     log("refusals change nothing")
     before = len(challenges_in_cluster())
@@ -89,6 +114,7 @@ def test_lifecycle_and_events():
     wait_for(30, "a heartbeat comment", lambda: _heartbeat(s1))
     ok("events: retry 2000, a snapshot first (empty), then ': heartbeat' comments")
 
+    first_added = watch_added(NS)
     r = expect(call("PUT", team_path("team-a", "web"), ta), 201, what="first PUT")
     inst = r.body
     name = inst["name"]
@@ -101,7 +127,13 @@ def test_lifecycle_and_events():
     check(r3.body["name"] == name, "PUT {} names another instance")
     objs = challenges_in_cluster("team-a", "web")
     check(len(objs) == 1 and objs[0]["metadata"]["name"] == name, f"Challenges for team-a/web: {objs}")
-    ok("PUT: 201 with Location, then 200 with the same name (also with {}); one Challenge in the cluster")
+    # The API's create carries the operator's finalizer (no patch in the first pass):
+    # the watch's ADDED event, the object as the create stored it, has it.
+    added = first_added.get(timeout=30) if first_added else None
+    check(added and CTF_FINALIZER in added["metadata"].get("finalizers", []),
+          f"the Challenge was created without the finalizer: {added and added['metadata']}")
+    ok("PUT: 201 with Location, then 200 with the same name (also with {}); one Challenge in the "
+       "cluster, created with the operator's finalizer")
 
     inst = wait_for(120, "team-a/web Running", lambda: running("team-a", "web", ta))
     check(inst["status"] == "Running" and inst["reason"] is None, f"running instance {inst}")
