@@ -482,6 +482,12 @@ static bool wait_stop(kop_manager *m, long ms)
 #define RETRY_MAX_MS 30000
 #define RETRY_SLICE_MS 250 /* how soon a kop_manager_stop is seen before run */
 
+/* next_backoff doubles a start-up retry's wait, up to RETRY_MAX_MS. */
+static long next_backoff(long ms)
+{
+    return ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : ms * 2;
+}
+
 /*
  * start_retryable tells whether err is no answer about a start-up step:
  * the apiserver not reached, or not yet willing (see kop_manager_retry).
@@ -561,7 +567,7 @@ kop_err kop_manager_retry(kop_manager *m, const char *what, kop_step_fn step, vo
             kop_status_setf(s, 0, NULL, "stopped before %s was done", what);
             return KOP_ECANCELED;
         }
-        backoff_ms = backoff_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : backoff_ms * 2;
+        backoff_ms = next_backoff(backoff_ms);
     }
 }
 
@@ -747,7 +753,7 @@ static kop_err start_leader(kop_manager *m, kop_status *st)
  */
 static kop_err check_resource(kop_manager *m, const kop_resource *r, kop_status *st)
 {
-    long grace = 0, backoff_ms = 500;
+    long grace = 0, backoff_ms = RETRY_FIRST_MS;
     for (;;) {
         long wait_ms;
         kop_err err = kop__discovery_check(m->client, r, st);
@@ -767,7 +773,7 @@ static kop_err check_resource(kop_manager *m, const kop_resource *r, kop_status 
                     KOP_LOG_ERR(err), KOP_LOG_STR("detail", st ? st->message : ""),
                     KOP_LOG_INT("retry_ms", backoff_ms));
             wait_ms = backoff_ms;
-            backoff_ms = backoff_ms * 2 > 30000 ? 30000 : backoff_ms * 2;
+            backoff_ms = next_backoff(backoff_ms);
         }
         if (wait_stop(m, wait_ms))
             return KOP_ECANCELED;
