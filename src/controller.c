@@ -66,6 +66,8 @@ struct watch_spec {
     kop_informer *inf; /* the watched informer: has it synced? */
     kop_map_fn fn; /* NULL: owned child, mapped through its controller reference */
     void *user;
+    kop_update_predicate_fn pred; /* NULL: every update enqueues */
+    void *pred_user;
 };
 
 /* controller-runtime's reconcile families, labelled by controller; every
@@ -111,13 +113,20 @@ static const json_t *meta_field(const json_t *obj, const char *f)
     return json_object_get(json_object_get(obj, "metadata"), f);
 }
 
+/* same_field: a and b (either may be absent) hold the same value; json_equal calls two
+ * absent fields different. */
+static bool same_field(const json_t *a, const json_t *b)
+{
+    return a == b || (a && b && json_equal(a, b));
+}
+
 bool kop_predicate_generation_changed(const json_t *old_obj, const json_t *new_obj, void *user)
 {
     (void)user;
     if (generation(old_obj) != generation(new_obj))
         return true;
     /* A deletion mark does not bump the generation, but must be acted on. */
-    return !json_equal(meta_field(old_obj, "deletionTimestamp"),
+    return !same_field(meta_field(old_obj, "deletionTimestamp"),
                        meta_field(new_obj, "deletionTimestamp"));
 }
 
@@ -258,9 +267,11 @@ static void watched_delete(const json_t *obj, void *user)
 static void watched_update(const json_t *old_obj, const json_t *new_obj, void *user)
 {
     struct watch_spec *w = user;
+    if (w->pred && !w->pred(old_obj, new_obj, w->pred_user))
+        return;
     /* A child whose owner changed must tell both owners. */
     watched(w, old_obj, KOP_PRIORITY_HIGH);
-    if (!json_equal(meta_field(old_obj, "ownerReferences"),
+    if (!same_field(meta_field(old_obj, "ownerReferences"),
                     meta_field(new_obj, "ownerReferences")) ||
         w->fn)
         watched(w, new_obj, KOP_PRIORITY_HIGH);
@@ -374,10 +385,20 @@ out:
     return err;
 }
 
+/* old_use: what a watch reads of an update's replaced object: the more of its map's and its
+ * predicate's needs. */
+static kop_old_use old_use(bool map_reads_metadata, kop_update_predicate_fn pred)
+{
+    kop_old_use map = map_reads_metadata ? KOP_OLD_METADATA : KOP_OLD_FULL;
+    kop_old_use p = predicate_reads(pred);
+    return map == KOP_OLD_FULL || p == KOP_OLD_FULL ? KOP_OLD_FULL : KOP_OLD_METADATA;
+}
+
 /* add_watch registers a watch; fn NULL: owned children, mapped by their owner reference
  * (metadata only). */
 static kop_err add_watch(kop_controller *c, const kop_resource *r, const char *labels,
-                         kop_map_fn fn, void *user, bool map_reads_metadata)
+                         kop_map_fn fn, void *user, bool map_reads_metadata,
+                         kop_update_predicate_fn pred, void *pred_user)
 {
     if (c->nwatches >= MAX_WATCHES)
         return KOP_ETOOBIG;
@@ -387,9 +408,10 @@ static kop_err add_watch(kop_controller *c, const kop_resource *r, const char *l
     if (err)
         return err;
     struct watch_spec *w = &c->watches[c->nwatches];
-    *w = (struct watch_spec){.ctl = c, .inf = inf, .fn = fn, .user = user};
+    *w = (struct watch_spec){
+        .ctl = c, .inf = inf, .fn = fn, .user = user, .pred = pred, .pred_user = pred_user};
     kop_informer_handler h = {watched_add, watched_update, watched_delete, w,
-                              !fn || map_reads_metadata ? KOP_OLD_METADATA : KOP_OLD_FULL};
+                              old_use(!fn || map_reads_metadata, pred)};
     err = kop_informer_add_handler(inf, &h);
     if (!err)
         c->nwatches++;
@@ -401,7 +423,7 @@ kop_err kop_controller_owns(kop_controller *c, const kop_resource *child,
 {
     if (!c || !child)
         return KOP_EINVAL;
-    kop_err err = add_watch(c, child, NULL, NULL, NULL, true);
+    kop_err err = add_watch(c, child, NULL, NULL, NULL, true, NULL, NULL);
     /* add_watch appended the child's watch last: its informer is the cache. */
     if (!err && cache_out)
         *cache_out = c->watches[c->nwatches - 1].inf;
@@ -413,7 +435,7 @@ kop_err kop_controller_watch(kop_controller *c, const kop_controller_watch_opts 
     if (!c || !opts || !opts->resource || !opts->fn)
         return KOP_EINVAL;
     return add_watch(c, opts->resource, opts->label_selector, opts->fn, opts->user,
-                     opts->map_reads_metadata);
+                     opts->map_reads_metadata, opts->update_predicate, opts->predicate_user);
 }
 
 kop_err kop_controller_watches(kop_controller *c, const kop_resource *r, const char *label_selector,

@@ -102,7 +102,8 @@ typedef kop_result (*kop_reconcile_fn)(const kop_reconcile *req, void *user);
 
 /*
  * kop_update_predicate_fn decides whether an update of the primary object
- * is worth a reconcile. Adds and deletes always are.
+ * (kop_controller_opts) or of a watched one (kop_controller_watch_opts) is
+ * worth a reconcile. Adds and deletes always are.
  */
 typedef bool (*kop_update_predicate_fn)(const json_t *old_obj, const json_t *new_obj, void *user);
 
@@ -193,6 +194,16 @@ typedef struct kop_controller_watch_opts {
      * object is then parsed only that far (kop_old_use).
      */
     bool map_reads_metadata;
+    /*
+     * An update enqueues only when update_predicate(old, new, predicate_user)
+     * says so (NULL: every update); adds and deletes always do. What
+     * controller-runtime's Watches(..., WithPredicates(...)) does: a parent
+     * that reads only a watched object's spec takes
+     * kop_predicate_generation_changed, and the watched object's status
+     * writes, however many parents map to it, then wake none of them.
+     */
+    kop_update_predicate_fn update_predicate;
+    void *predicate_user;
 } kop_controller_watch_opts;
 
 /*

@@ -16,6 +16,9 @@
  * dropped. No resync can bring its key back (the cache no longer holds it),
  * so only the queue remembering dropped keys reconciles it once the worker
  * lets go. Failed before the fix: the deleted object was never reconciled.
+ *
+ * A watch's update predicate (issue 26): two watches of the same objects,
+ * one passing label changes only; data changes reach only the other.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -339,6 +342,112 @@ static void test_dropped_deletion_reconciled(void **state)
     kop_manager_free(m);
 }
 
+/* ---- a watch's update predicate ------------------------------------------ */
+
+static atomic_int filtered_maps; /* calls of the watch with kop_predicate_labels_changed */
+static atomic_int all_maps;      /* calls of the watch without a predicate */
+
+static void map_filtered(const json_t *obj, kop_emit_fn emit, void *ctx, void *user)
+{
+    (void)user;
+    atomic_fetch_add(&filtered_maps, 1);
+    emit(kop_meta_namespace(obj), "parent", ctx);
+}
+
+static void map_all(const json_t *obj, kop_emit_fn emit, void *ctx, void *user)
+{
+    (void)user;
+    atomic_fetch_add(&all_maps, 1);
+    emit(kop_meta_namespace(obj), "parent", ctx);
+}
+
+static kop_result noop_reconcile(const kop_reconcile *req, void *user)
+{
+    (void)req;
+    (void)user;
+    return KOP_DONE;
+}
+
+/* patch_cm merge-patches the watched ConfigMap. */
+static void patch_cm(const char *patch_text)
+{
+    kop_status st;
+    json_t *patch = json_loads(patch_text, 0, NULL);
+    assert_non_null(patch);
+    assert_int_equal(kop_patch_object(env.client,
+                                      &(kop_patch_req){.target = {&CONFIGMAPS, env.ns, "watched"},
+                                                       .type = KOP_PATCH_MERGE,
+                                                       .patch = patch},
+                                      NULL, &st),
+                     KOP_OK);
+    json_decref(patch);
+}
+
+/*
+ * Two watches of the same ConfigMaps, one with kop_predicate_labels_changed:
+ * a data change reaches only the other (which proves it was delivered: the
+ * handlers run in the order they were added, the filtered one first), a
+ * label change reaches both, and the add reaches both.
+ */
+static void test_watch_predicate(void **state)
+{
+    (void)state;
+    char kubeconfig[512];
+    kop_manager *m = NULL;
+    kop_controller *c = NULL;
+    kop_status st;
+    it_path(&env, "kubeconfig", kubeconfig, sizeof kubeconfig);
+    kop_manager_opts mo = {.name = "pred-test", .kubeconfig = kubeconfig, .metrics_bind = "0"};
+    assert_int_equal(kop_manager_new(&mo, &m, &st), KOP_OK);
+    kop_controller_opts co = {.name = "pred",
+                              .for_resource = CONFIGMAPS,
+                              .namespace = env.ns,
+                              .reconcile = noop_reconcile};
+    assert_int_equal(kop_controller_new(m, &co, &c), KOP_OK);
+    kop_controller_watch_opts filtered = {.resource = &CONFIGMAPS,
+                                          .label_selector = "watched=yes",
+                                          .fn = map_filtered,
+                                          .map_reads_metadata = true,
+                                          .update_predicate = kop_predicate_labels_changed};
+    kop_controller_watch_opts all = {
+        .resource = &CONFIGMAPS, .label_selector = "watched=yes", .fn = map_all};
+    assert_int_equal(kop_controller_watch(c, &filtered), KOP_OK);
+    assert_int_equal(kop_controller_watch(c, &all), KOP_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, run_manager, m), 0);
+    assert_true(kop_informer_wait_synced(kop_controller_cache(c), 60000));
+
+    json_t *cm = json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s}}, s:{s:s}}", "apiVersion", "v1",
+                           "kind", "ConfigMap", "metadata", "name", "watched", "namespace",
+                           env.ns, "labels", "watched", "yes", "data", "k", "0");
+    assert_int_equal(kop_create_object(env.client,
+                                       &(kop_write_req){.target = {&CONFIGMAPS, env.ns, NULL},
+                                                        .object = cm}, NULL, &st), KOP_OK);
+    json_decref(cm);
+    assert_true(wait_atomic_at_least(&all_maps, 1, 60));
+    assert_int_equal(atomic_load(&filtered_maps), 1); /* adds always pass */
+
+    /* Data changes: seen by the watch without a predicate only. */
+    patch_cm("{\"data\":{\"k\":\"1\"}}");
+    patch_cm("{\"data\":{\"k\":\"2\"}}");
+    patch_cm("{\"data\":{\"k\":\"3\"}}");
+    assert_true(wait_atomic_at_least(&all_maps, 4, 60));
+    assert_int_equal(atomic_load(&filtered_maps), 1);
+
+    /* A label change passes the predicate: both watches map it (the old and the new
+     * object each: a child whose labels changed tells both parents). */
+    patch_cm("{\"metadata\":{\"labels\":{\"x\":\"1\"}}}");
+    assert_true(wait_atomic_at_least(&filtered_maps, 2, 60));
+    assert_true(wait_atomic_at_least(&all_maps, 5, 60));
+
+    kop_manager_stop(m);
+    kop_err *err = NULL;
+    pthread_join(t, (void **)&err);
+    assert_int_equal(*err, KOP_OK);
+    free(err);
+    kop_manager_free(m);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -349,6 +458,12 @@ static int setup_prio(void **state)
 {
     (void)state;
     return it_setup(&env, "kopc-ctl-prio");
+}
+
+static int setup_pred(void **state)
+{
+    (void)state;
+    return it_setup(&env, "kopc-ctl-pred");
 }
 
 static int setup_drop(void **state)
@@ -370,6 +485,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resync, setup, teardown),
         cmocka_unit_test_setup_teardown(test_events_overtake_initial_list, setup_prio, teardown),
         cmocka_unit_test_setup_teardown(test_dropped_deletion_reconciled, setup_drop, teardown),
+        cmocka_unit_test_setup_teardown(test_watch_predicate, setup_pred, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
