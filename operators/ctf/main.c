@@ -26,6 +26,9 @@ static const char usage_text[] =
     "  --namespace NS               watch Challenges in NS only (default: all)\n"
     "  --max-instances-per-team N   instances one team may run at once (default 3)\n"
     "  --max-instances N            instances in all (default 1000)\n"
+    "  --workers N                  Challenges reconciled at once, 1 to 64 (default 16): a\n"
+    "                               pass mostly waits on the apiserver, so more workers\n"
+    "                               serve a burst of claims sooner\n"
     "  --ingress-domain DOMAIN      HTTP exposures get <expose>-<namespace>.DOMAIN (default: "
     "NodePort)\n"
     "  --node-address HOST          host shown in NodePort endpoints (default 127.0.0.1)\n"
@@ -131,6 +134,8 @@ static int parse_args(int argc, char **argv, kop_manager_opts *mo, ctf_operator 
             ok = parse_int(v, &op->max_per_team);
         else if (ok && strcmp(flag, "--max-instances") == 0)
             ok = parse_int(v, &op->max_instances);
+        else if (ok && strcmp(flag, "--workers") == 0)
+            ok = parse_int(v, &op->workers) && op->workers <= CTF_WORKERS_MAX;
         else if (ok && strcmp(flag, "--ingress-domain") == 0)
             op->instance.ingress_domain = v;
         else if (ok && strcmp(flag, "--node-address") == 0)
@@ -248,6 +253,7 @@ int main(int argc, char **argv)
         .instance = {.node_address = "127.0.0.1"},
         .max_per_team = 3,
         .max_instances = 1000,
+        .workers = CTF_WORKERS_DEFAULT,
     };
     kop_manager_opts mo = {
         .name = "kopc-ctf-operator",
@@ -304,7 +310,7 @@ int main(int argc, char **argv)
         kop_log(KOP_LOG_INFO, "ctf-operator starting",
                 KOP_LOG_STR("namespace", op.watch_namespace ? op.watch_namespace : "(all)"),
                 KOP_LOG_INT("max_per_team", op.max_per_team),
-                KOP_LOG_INT("max_instances", op.max_instances),
+                KOP_LOG_INT("max_instances", op.max_instances), KOP_LOG_INT("workers", op.workers),
                 KOP_LOG_STR("ingress_domain", op.instance.ingress_domain),
                 KOP_LOG_STR("gateway_domain", op.instance.gateway.domain),
                 KOP_LOG_STR("gateway", op.instance.gateway.name));

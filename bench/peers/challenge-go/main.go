@@ -594,7 +594,7 @@ func main() {
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "metrics endpoint")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", "127.0.0.1:8081", "health probes")
 	flag.StringVar(&nodeAddress, "node-address", "127.0.0.1", "host shown in NodePort endpoints")
-	flag.IntVar(&workers, "max-concurrent", 4, "MaxConcurrentReconciles (ctf-operator uses 4)")
+	flag.IntVar(&workers, "max-concurrent", 16, "MaxConcurrentReconciles (ctf-operator's --workers default is 16)")
 	flag.IntVar(&maxPerTeam, "max-instances-per-team", 3, "instances one team may run at once")
 	flag.IntVar(&maxTotal, "max-instances", 1000, "instances in all")
 	opts := zap.Options{}
