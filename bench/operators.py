@@ -25,12 +25,14 @@ import urllib.request
 
 from common import BIN, PEERS, ROOT, VENV, free_port, proc_cpu, proc_status
 
-def reconciles_of(text):
-    """controller_runtime_reconcile_total of a /metrics text, summed; None without one."""
+def reconciles_of(text, controller=None):
+    """controller_runtime_reconcile_total of a /metrics text, summed (over one
+    controller's results only, when named); None without one."""
     if text is None:
         return None
+    label = f'controller="{controller}"' if controller else ""
     return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith("controller_runtime_reconcile_total{")))
+                   if line.startswith("controller_runtime_reconcile_total{") and label in line))
 
 
 def requests_of(text):

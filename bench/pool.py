@@ -38,7 +38,7 @@ from cluster import ApiWrites, Kube, fresh_cluster, wait_pool_ready
 from common import parallel, proc_cpu, team_token, writes_of
 from gateway import traefik_cpu
 from harness import burst_ms, quiet_gate
-from operators import Profile, measured_operator, requests_of
+from operators import Profile, measured_operator, reconciles_of, requests_of
 
 BURST_MS = 10000        # N teams press Create within 10 s
 PUT_CONCURRENCY = 32    # PUTs in flight at once
@@ -186,6 +186,7 @@ def measure_claims(args, op, workload, n, out, pooled, extra=()):
         writes = ApiWrites(c, workload)
         cpu0, tr0 = proc_cpu(pid), traefik_cpu(c)
         req0 = op.requests() or {}
+        passes0 = reconciles_of(op.metrics(), "challenge")
         prof = Profile(args, op, pid, out)  # --perf: the burst profiled
         s = measure(op.api_port, team_token, n, "bench", out,  # each team its own token
                     spread_ms=burst_ms(args))
@@ -196,7 +197,13 @@ def measure_claims(args, op, workload, n, out, pooled, extra=()):
         s.update(writes.done(0))
         # The operator's own writes over the burst (its rest_client_requests_total), by method;
         # its /metrics (the work queues' wait and work times among them) kept in metrics.txt.
-        req1 = requests_of(op.metrics(os.path.join(out, "metrics.txt"))) or {}
+        text = op.metrics(os.path.join(out, "metrics.txt"))
+        req1 = requests_of(text) or {}
+        # The Challenge controller's passes over the burst, per claim: what a claim costs the
+        # work queue (a status write or a definition's status that woke them again shows here).
+        passes1 = reconciles_of(text, "challenge")
+        if passes0 is not None and passes1 is not None:
+            s["passes_per_claim"] = (passes1 - passes0) / n
         by = {k: v - req0.get(k, 0) for k, v in req1.items() if v - req0.get(k, 0) > 0}
         s["requests_by_method"] = by
         s["writes_per_object"] = (writes_of(by) or 0) / n

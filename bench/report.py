@@ -441,8 +441,9 @@ def claims_table(results, n, w="teams"):
             "gateway.\n" if gw else ""),
         "| | Running | served from the pool | p50 (ms) | p99 (ms) | max (ms) "
         "| p99 × the limit's | within 250 ms | writes per object (apiserver) "
-        "| CPU per claim (ms) | pool warm-up (s) |" + (" Traefik CPU (s) |" if gw else ""),
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if gw else "")]
+        "| CPU per claim (ms) | passes per claim | pool warm-up (s) |"
+        + (" Traefik CPU (s) |" if gw else ""),
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if gw else "")]
     rows = (("the limit: an instance's writes", "limit", "claims-fresh"),
             ("kopc, no pool", "kopc", "claims-fresh"),
             ("the limit: a claim's writes", "limit", "claims-pool"),
@@ -453,7 +454,7 @@ def claims_table(results, n, w="teams"):
             continue
         if r.get("done") != n:
             lines.append(f"| {label} | FAILED ({r.get('done')}/{n}) {r.get('error', '')[:60]} |"
-                         + " |" * 9)
+                         + " |" * 10)
             continue
         c = r.get("claim_ms") or r.get("latency_ms") or {}
         within = r.get("within_250ms")
@@ -463,6 +464,7 @@ def claims_table(results, n, w="teams"):
             f"| {fmt_ratio(paired(results, w, n, (op, phase), ('limit', phase), p99_of)) if op != 'limit' else '1.00'} "
             f"| {fmt(within, 0)} | {fmt(api_writes_median(results, w, n, op, phase), 1)} "
             f"| {fmt(r.get('cpu_ms_per_object'), 2) if op != 'limit' else '–'} "
+            f"| {fmt(r.get('passes_per_claim'), 1) if op != 'limit' else '–'} "
             f"| {fmt(r.get('pool_warmup_s'), 0)} |"
             + (f" {fmt(r.get('traefik_cpu_s'), 1)} |" if gw else ""))
     lines.append("")
