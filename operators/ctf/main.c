@@ -328,6 +328,7 @@ int main(int argc, char **argv)
     ctf_admission_free(op.admission);
     ctf_applied_free(op.applied);
     ctf_rollout_free(op.rollout);
+    ctf_fresh_free(op.fresh);
     ctf_pool_free(op.pool);
     if (gateway_key) {
         OPENSSL_cleanse(gateway_key, gateway_key_len);

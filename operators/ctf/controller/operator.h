@@ -19,6 +19,7 @@
 #include "core/applied.h"
 #include "core/duration.h"
 #include "core/flag.h"
+#include "core/fresh.h"
 #include "core/gateway.h"
 #include "core/instance.h"
 #include "core/json.h"
@@ -77,6 +78,7 @@ typedef struct ctf_operator {
     ctf_admission *admission; /* the quotas, asked by the reconciler and the API */
     ctf_applied *applied;     /* what each instance was last applied as */
     ctf_rollout *rollout;     /* the instances being replaced by a new version (update.c) */
+    ctf_fresh *fresh;         /* the definitions' quorum reads a burst of claims shares */
     ctf_pool *pool;           /* the warm pools: their controller and the claims made */
     ctf_webhook *webhook;     /* the validating webhook (webhook.c); NULL: off */
     kop_informer *challenges, *definitions, *namespaces, *deployments, *pods, *services;

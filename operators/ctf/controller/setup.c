@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "controller/pool.h"
+#include "kop/clock.h"
 #include "controller/reconcile.h"
 
 /* ---- watches ------------------------------------------------------------------- */
@@ -59,6 +60,20 @@ static void by_labels(const json_t *obj, kop_emit_fn emit, void *ctx, void *user
     if (ns && name)
         emit(ns, name, ctx);
     json_decref(nsobj);
+}
+
+/*
+ * The first sight of each Challenge (core/fresh.h): a claim's quorum read
+ * of its definition may be any that started after it.
+ */
+static void fresh_add(const json_t *c, void *user)
+{
+    ctf_fresh_seen(((ctf_operator *)user)->fresh, kop_meta_uid(c), kop_mono_ms());
+}
+
+static void fresh_delete(const json_t *c, void *user)
+{
+    ctf_fresh_gone(((ctf_operator *)user)->fresh, kop_meta_uid(c));
 }
 
 /* Indexes of Challenges by spec.definition and by spec.team (any namespace). */
@@ -189,6 +204,12 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
         err = ctf_applied_new(&op->applied);
     if (!err)
         err = ctf_rollout_new(&op->rollout);
+    if (!err)
+        err = ctf_fresh_new(&op->fresh);
+    if (!err) {
+        kop_informer_handler h = {fresh_add, NULL, fresh_delete, op, KOP_OLD_UNUSED};
+        err = kop_informer_add_handler(op->challenges, &h);
+    }
     if (!err) {
         kop_informer_handler h = ctf_admission_handler(op->admission);
         err = kop_informer_add_handler(op->challenges, &h);
