@@ -426,28 +426,45 @@ static bool namespace_going(ctf_operator *op, const char *ns)
 }
 
 /*
- * refresh_definition replaces *def (the cache's) by the definition the
- * apiserver holds when that is a newer generation and still valid; on a
- * failed read the cache's stays. The read is a list by name (a quorum
- * read, with the list the operator's role grants already; no get).
+ * read_definition is the quorum read of definition ns/name
+ * (ctf_fresh_read_fn): a list by name, which the operator's role grants
+ * already (no get). *out: the definition, or NULL when there is none.
  */
-static void refresh_definition(const kop_reconcile *req, json_t **def)
+static kop_err read_definition(const char *ns, const char *name, json_t **out, void *user)
 {
     kop_status st;
     json_t *list = NULL;
     char selector[CTF_TEAM_KEY_SIZE];
-    snprintf(selector, sizeof selector, "metadata.name=%s", kop_meta_name(*def));
-    if (kop_list(req->client, &CTF_DEFINITIONS, kop_meta_namespace(*def),
-                 &(kop_list_opts){.field_selector = selector}, &list, &st) == KOP_OK) {
-        json_t *fresh = json_array_get(json_object_get(list, "items"), 0);
-        if (fresh && kop_streq(kop_meta_name(fresh), kop_meta_name(*def)) &&
-            kop_meta_generation(fresh) > kop_meta_generation(*def) &&
-            ctf_validate_definition(fresh, &st) == KOP_OK) {
-            json_decref(*def);
-            *def = json_incref(fresh);
-        }
-    }
+    snprintf(selector, sizeof selector, "metadata.name=%s", name);
+    kop_err err = kop_list(user, &CTF_DEFINITIONS, ns,
+                           &(kop_list_opts){.field_selector = selector}, &list, &st);
+    json_t *item = err ? NULL : json_array_get(json_object_get(list, "items"), 0);
+    *out = item && kop_streq(kop_meta_name(item), name) ? json_incref(item) : NULL;
     json_decref(list);
+    return err;
+}
+
+/*
+ * refresh_definition replaces *def (the cache's) by the definition the
+ * apiserver holds when that is a newer generation and still valid; on a
+ * failed read the cache's stays. The read is one that started after chal
+ * was first seen, shared with the other claims of a burst (core/fresh.h).
+ */
+static void refresh_definition(ctf_operator *op, const kop_reconcile *req, const json_t *chal,
+                               json_t **def)
+{
+    kop_status st;
+    json_t *fresh = NULL;
+    int64_t since = ctf_fresh_since(op->fresh, kop_meta_uid(chal), kop_mono_ms());
+    if (ctf_fresh_definition(op->fresh, kop_meta_namespace(*def), kop_meta_name(*def), since,
+                             read_definition, req->client, kop_mono_ms, &fresh) == KOP_OK &&
+        fresh && kop_meta_generation(fresh) > kop_meta_generation(*def) &&
+        ctf_validate_definition(fresh, &st) == KOP_OK) {
+        json_decref(*def);
+        *def = fresh;
+        return;
+    }
+    json_decref(fresh);
 }
 
 /*
@@ -467,10 +484,11 @@ static void refresh_definition(const kop_reconcile *req, json_t **def)
  * pass a freed slot brings tries the pool again.
  *
  * A claim reads the definition from the apiserver first (*def replaced by
- * it when it is newer than the cache's): a claim made right after a change
- * of the definition, which the cache may not show yet, takes a warm
- * instance of the new version only (claim.c), and the pass builds it from
- * the new version too.
+ * it when it is newer than the cache's; a read another claim started after
+ * this Challenge was first seen serves as well, core/fresh.h): a claim made
+ * right after a change of the definition, which the cache may not show
+ * yet, takes a warm instance of the new version only (claim.c), and the
+ * pass builds it from the new version too.
  */
 static kop_err place_instance(ctf_operator *op, const kop_reconcile *req, const json_t *chal,
                               json_t **defp, char *ns, size_t size, char *id, size_t id_size,
@@ -488,7 +506,7 @@ static kop_err place_instance(ctf_operator *op, const kop_reconcile *req, const 
     if (!admit(op, chal, pooled ? pool : NULL, o) || *place != CTF_PLACE_UNDECIDED)
         return KOP_OK;
     if (pooled)
-        refresh_definition(req, defp);
+        refresh_definition(op, req, chal, defp);
     def = *defp;
     kop_err err = ctf_pool_claim(op, req, chal, def, ns, size, id, id_size, place);
     if (err)
