@@ -174,12 +174,20 @@ print(f"{len(deps)} Deployments, {len(bad)} without VERSION=2 {bad[:3]}")
 sys.exit(1 if bad or len(deps) != int(os.environ.get("N", "50")) else 0)
 PY
 ok "all $N on generation $g2, each with the namespace, endpoints, expiry and flag it had"
-noticed=$(kc get chal -o json | python3 -c "
+# Each instance says so in the pass after its replacement is ready; that pass can meet a
+# conflict (its status write raced the cache) and come back a second later.
+noticed() {
+    kc get chal -o json | python3 -c "
 import json, sys
 print(sum(1 for c in json.load(sys.stdin)['items'] if c['spec']['definition'] == 'roll'
           and c['status'].get('message', '').startswith('updated to the new version')
-          and c['status'].get('updatedAt')))")
-[ "$noticed" = "$N" ] || fail "only $noticed of $N say 'updated to the new version' (with updatedAt)"
+          and c['status'].get('updatedAt')))"
+}
+end=$((SECONDS + 60))
+while [ "$(noticed)" != "$N" ]; do
+    [ $SECONDS -lt $end ] || fail "only $(noticed) of $N say 'updated to the new version' (with updatedAt) after 60 s"
+    sleep 0.5
+done
 updated=$(kc get events --field-selector reason=Updated -o json | python3 -c "
 import json, sys
 print(len({e['involvedObject']['name'] for e in json.load(sys.stdin)['items'] if e['involvedObject']['name'].startswith('roll-')}))")

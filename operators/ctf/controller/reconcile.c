@@ -65,6 +65,13 @@
  * PATCH per instance without shortening the burst's tail.
  */
 #define STALE_RECHECK_MS 1000
+/*
+ * A flag key Secret that cannot be read (missing, or without its key) is
+ * fixed by creating it, which sends no event the Challenge controller
+ * watches (it caches no Secret of the definitions' namespace): look again
+ * this often, so the instance recovers by itself.
+ */
+#define FLAG_KEY_RECHECK_MS 15000
 
 /* retry_after_write: a write that met a newer version waits for the cache; others back off. */
 static kop_result retry_after_write(kop_err err)
@@ -270,6 +277,7 @@ static bool read_flag(ctf_operator *op, const json_t *chal, const json_t *def, c
     if (ctf_team_flag(op, def, ctf_str2(chal, "spec", "team"), flag, &st) == KOP_OK)
         return true;
     ctf_observe_error(o, "InvalidDefinition", "%s", st.message);
+    o->requeue_ms = ctf_min_positive(o->requeue_ms, FLAG_KEY_RECHECK_MS);
     return false;
 }
 
