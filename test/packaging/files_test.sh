@@ -30,7 +30,10 @@
 #   - one version everywhere: CMake project, KOP_VERSION_STRING, kop.pc (via
 #     CMake), the chart's version and appVersion, the image tag in
 #     config/default, config/manager and the Makefile, and the version of
-#     CHANGELOG.md's first section.
+#     CHANGELOG.md's first section;
+#   - the soname the docs and cmake/ name is this version's by the rule
+#     (libkop.so.MAJOR.MINOR while 0.x, libkop.so.MAJOR from 1.0 on;
+#     install_test.sh checks the built library's).
 #
 # Env: SRC (repo root).
 set -euo pipefail
@@ -101,5 +104,13 @@ mm=${v%.*}
 stale=$(grep -rnoE 'find_package\(kop [0-9][0-9.]*' docs cmake examples README.md | grep -v "find_package(kop $mm\$" || true)
 [ -z "$stale" ] || fail "docs name another version than $mm: $stale"
 ok "docs say find_package(kop $mm)"
+# The soname they name follows the rule install_test.sh checks on the built
+# library: libkop.so.MAJOR.MINOR while 0.x, libkop.so.MAJOR from 1.0 on
+# (CHANGELOG.md and docs/reliability.md, which name past sonames, aside).
+if [ "${v%%.*}" = 0 ]; then abi=$mm; else abi=${v%%.*}; fi
+stale=$(grep -rnoE --exclude=reliability.md 'libkop\.so\.[0-9]([0-9.]*[0-9])?' docs cmake examples tools README.md |
+        grep -vE "libkop\.so\.($abi|$v)\$" || true)
+[ -z "$stale" ] || fail "docs name another soname than libkop.so.$abi: $stale"
+ok "docs and install files name the soname libkop.so.$abi"
 
 echo "$passed passed, 0 failed"
