@@ -29,8 +29,9 @@
 #     points (check_chart_flags.py);
 #   - one version everywhere: CMake project, KOP_VERSION_STRING, kop.pc (via
 #     CMake), the chart's version and appVersion, the image tag in
-#     config/default, config/manager and the Makefile, and the version of
-#     CHANGELOG.md's first section;
+#     config/default, config/manager and the Makefile, the version of
+#     CHANGELOG.md's first section, and the CTFd plugin's package version
+#     (integrations/ctfd/pyproject.toml);
 #   - the soname the docs and cmake/ name is this version's by the rule
 #     (libkop.so.MAJOR.MINOR while 0.x, libkop.so.MAJOR from 1.0 on;
 #     install_test.sh checks the built library's).
@@ -97,7 +98,8 @@ check "config/migrate-storage newTag" "$(sed -n 's/^ *newTag: *//p' config/migra
 check "config/manager image" "$(sed -n 's#^ *image: ghcr.io/kopc/ctf-operator:\([^ ]*\).*#\1#p' config/manager/manager.yaml)"
 check "Makefile IMAGE" "$(sed -n 's#^IMAGE *?= *ghcr.io/kopc/ctf-operator:##p' Makefile)"
 check "CHANGELOG.md's first section" "$(grep -m1 '^## ' CHANGELOG.md | grep -o '[0-9][0-9.]*[0-9]' | head -1)"
-ok "version $v in CMake, the headers, the chart, the kustomize image, the Makefile and CHANGELOG.md"
+check "integrations/ctfd/pyproject.toml version" "$(sed -n 's/^version *= *"\(.*\)"$/\1/p' integrations/ctfd/pyproject.toml)"
+ok "version $v in CMake, the headers, the chart, the kustomize image, the Makefile, CHANGELOG.md and the CTFd plugin"
 # What the docs tell users to write: find_package(kop MAJOR.MINOR) of this version
 # (the package's version file accepts the same minor version only).
 mm=${v%.*}
