@@ -2,7 +2,8 @@
 # where, for projects that build operators against libkop:
 #
 #   lib/libkop.a                    static library (kop::kop_static)
-#   lib/libkop.so.0.2.0, .so.0, .so shared library, soname libkop.so.0 (kop::kop)
+#   lib/libkop.so.0.2.0             shared library, soname libkop.so.0.2 (kop::kop)
+#   lib/libkop.so.0.2, libkop.so    links to it (the soname, and -lkop's)
 #   include/kop/*.h                 the public headers
 #   lib/pkgconfig/kop.pc            pkg-config --cflags --libs kop
 #   lib/cmake/kop/kopConfig.cmake   find_package(kop 0.2) and its version file
@@ -10,7 +11,9 @@
 #   bin/kop-gen                     the project generator (component "generator";
 #                                   tools/kop-gen/CMakeLists.txt)
 #
-# The soname's number is the major version: it changes when the ABI breaks.
+# The soname's number (KOP_SOVERSION, top CMakeLists.txt) is MAJOR.MINOR
+# while the version is 0.x, MAJOR from 1.0 on: it changes with every release
+# that may break the ABI.
 # jansson is a public dependency (the headers use json_t); the others are
 # private ones of the library. Included from the top CMakeLists.txt.
 include(GNUInstallDirs)

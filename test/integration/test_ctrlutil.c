@@ -15,7 +15,8 @@
  *   child controlled by another owner is refused.
  * - A small operator on a manager (Website -> ConfigMap + finalizer) uses
  *   them all with the cache from kop_controller_owns and the manager's
- *   recorder: its pass on a settled object writes nothing.
+ *   recorder: its pass on a settled object writes nothing; its Events
+ *   name the manager as their reporting component.
  * - Start-up typos: a wrong plural, kind or version ends kop_manager_run
  *   at once with a message naming group, version, plural and kind.
  * - A status write to a CRD without the status subresource says so.
@@ -520,6 +521,13 @@ static void test_operator(void **state)
                               &st),
                      KOP_OK);
     assert_true(json_array_size(json_object_get(events, "items")) >= 1);
+    /* The manager's name is their reporting component (kop/manager.h). */
+    json_t *ev = json_array_get(json_object_get(events, "items"), 0);
+    assert_string_equal(json_string_value(json_object_get(ev, "reportingComponent")),
+                        "website-test");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(ev, "source"),
+                                                          "component")),
+                        "website-test");
     json_decref(events);
 
     /* Deletion: the finalizer is released and the site goes. */

@@ -29,8 +29,12 @@
 #     points (check_chart_flags.py);
 #   - one version everywhere: CMake project, KOP_VERSION_STRING, kop.pc (via
 #     CMake), the chart's version and appVersion, the image tag in
-#     config/default, config/manager and the Makefile, and the version of
-#     CHANGELOG.md's first section.
+#     config/default, config/manager and the Makefile, the version of
+#     CHANGELOG.md's first section, and the CTFd plugin's package version
+#     (integrations/ctfd/pyproject.toml);
+#   - the soname the docs and cmake/ name is this version's by the rule
+#     (libkop.so.MAJOR.MINOR while 0.x, libkop.so.MAJOR from 1.0 on;
+#     install_test.sh checks the built library's).
 #
 # Env: SRC (repo root).
 set -euo pipefail
@@ -94,12 +98,21 @@ check "config/migrate-storage newTag" "$(sed -n 's/^ *newTag: *//p' config/migra
 check "config/manager image" "$(sed -n 's#^ *image: ghcr.io/kopc/ctf-operator:\([^ ]*\).*#\1#p' config/manager/manager.yaml)"
 check "Makefile IMAGE" "$(sed -n 's#^IMAGE *?= *ghcr.io/kopc/ctf-operator:##p' Makefile)"
 check "CHANGELOG.md's first section" "$(grep -m1 '^## ' CHANGELOG.md | grep -o '[0-9][0-9.]*[0-9]' | head -1)"
-ok "version $v in CMake, the headers, the chart, the kustomize image, the Makefile and CHANGELOG.md"
+check "integrations/ctfd/pyproject.toml version" "$(sed -n 's/^version *= *"\(.*\)"$/\1/p' integrations/ctfd/pyproject.toml)"
+ok "version $v in CMake, the headers, the chart, the kustomize image, the Makefile, CHANGELOG.md and the CTFd plugin"
 # What the docs tell users to write: find_package(kop MAJOR.MINOR) of this version
 # (the package's version file accepts the same minor version only).
 mm=${v%.*}
 stale=$(grep -rnoE 'find_package\(kop [0-9][0-9.]*' docs cmake examples README.md | grep -v "find_package(kop $mm\$" || true)
 [ -z "$stale" ] || fail "docs name another version than $mm: $stale"
 ok "docs say find_package(kop $mm)"
+# The soname they name follows the rule install_test.sh checks on the built
+# library: libkop.so.MAJOR.MINOR while 0.x, libkop.so.MAJOR from 1.0 on
+# (CHANGELOG.md and docs/reliability.md, which name past sonames, aside).
+if [ "${v%%.*}" = 0 ]; then abi=$mm; else abi=${v%%.*}; fi
+stale=$(grep -rnoE --exclude=reliability.md 'libkop\.so\.[0-9]([0-9.]*[0-9])?' docs cmake examples tools README.md |
+        grep -vE "libkop\.so\.($abi|$v)\$" || true)
+[ -z "$stale" ] || fail "docs name another soname than libkop.so.$abi: $stale"
+ok "docs and install files name the soname libkop.so.$abi"
 
 echo "$passed passed, 0 failed"

@@ -29,8 +29,15 @@ cleanup() { rm -rf "$WORK"; }
 trap cleanup EXIT
 
 version=$(sed -n 's/^project(kopc VERSION \([0-9.]*\).*/\1/p' "$SRC/CMakeLists.txt")
-major=${version%%.*}
 [ -n "$version" ] || fail "no project version in CMakeLists.txt"
+# The soname's ABI number, by the rule docs/install.md states: MAJOR.MINOR
+# while the version is 0.x (a 0.x minor release may break the ABI), MAJOR
+# from 1.0 on. Derived here from project(VERSION), apart from CMake's own
+# computation, so that a version bump that forgets the rule fails.
+major=${version%%.*}
+minor=${version#*.}
+minor=${minor%%.*}
+if [ "$major" = 0 ]; then abi=$major.$minor; else abi=$major; fi
 
 log "cmake --install into a fresh prefix"
 cmake --install "$BUILD_DIR" --prefix "$PREFIX" >"$WORK/install.log" || { cat "$WORK/install.log"; fail "cmake --install"; }
@@ -39,14 +46,14 @@ for f in libkop.a "libkop.so.$version" pkgconfig/kop.pc cmake/kop/kopConfig.cmak
          cmake/kop/kopConfigVersion.cmake cmake/kop/kopTargets.cmake; do
     [ -f "$lib/$f" ] || fail "$lib/$f not installed"
 done
-[ "$(readlink "$lib/libkop.so")" = "libkop.so.$major" ] || fail "libkop.so does not point at libkop.so.$major"
-[ "$(readlink "$lib/libkop.so.$major")" = "libkop.so.$version" ] || fail "libkop.so.$major does not point at libkop.so.$version"
 soname=$(readelf -d "$lib/libkop.so.$version" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
-[ "$soname" = "libkop.so.$major" ] || fail "soname is '$soname', want libkop.so.$major"
+[ "$soname" = "libkop.so.$abi" ] || fail "soname is '$soname', want libkop.so.$abi (version $version)"
+[ "$(readlink "$lib/libkop.so")" = "libkop.so.$abi" ] || fail "libkop.so points at '$(readlink "$lib/libkop.so")', want libkop.so.$abi"
+[ "$(readlink "$lib/libkop.so.$abi")" = "libkop.so.$version" ] || fail "libkop.so.$abi does not point at libkop.so.$version"
 for h in "$SRC"/include/kop/*.h; do
     cmp -s "$h" "$PREFIX/include/kop/$(basename "$h")" || fail "header $(basename "$h") not installed as is"
 done
-ok "libkop.a, libkop.so.$version (soname libkop.so.$major), headers, kop.pc and the CMake package installed"
+ok "libkop.a, libkop.so.$version (soname libkop.so.$abi), headers, kop.pc and the CMake package installed"
 
 others=$(nm -D --defined-only "$lib/libkop.so" | awk '$2 ~ /^[TDBR]$/ && $3 !~ /^kop_/ {print $3}')
 [ -z "$others" ] || fail "the shared library exports symbols outside kop_: $others"
@@ -78,7 +85,7 @@ cflags=$(pkg-config --cflags kop)
 # shellcheck disable=SC2046
 cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$WORK/ft/ft-pkgconfig" "$WORK/ft/main.c" "$WORK/ft/webhook.c" \
     $(pkg-config --cflags --libs kop) 2>"$WORK/cc.log" || { cat "$WORK/cc.log"; fail "cc with pkg-config"; }
-readelf -d "$WORK/ft/ft-pkgconfig" | grep -q "NEEDED.*\[libkop.so.$major\]" || fail "ft-pkgconfig does not need libkop.so.$major"
+readelf -d "$WORK/ft/ft-pkgconfig" | grep -q "NEEDED.*\[libkop.so.$abi\]" || fail "ft-pkgconfig does not need libkop.so.$abi"
 LD_LIBRARY_PATH=$lib run_example "$WORK/ft/ft-pkgconfig"
 # Under a prefix the loader does not search (docs/install.md): the run path
 # recorded at link time is enough, with no LD_LIBRARY_PATH.
@@ -112,7 +119,7 @@ CM
 cmake -S "$WORK/ft" -B "$WORK/ft/build" -G Ninja -DCMAKE_PREFIX_PATH="$PREFIX" >"$WORK/cmake.log" 2>&1 ||
     { cat "$WORK/cmake.log"; fail "cmake configure with find_package(kop)"; }
 cmake --build "$WORK/ft/build" >"$WORK/cmake.log" 2>&1 || { cat "$WORK/cmake.log"; fail "cmake build"; }
-readelf -d "$WORK/ft/build/ft-cmake" | grep -q "NEEDED.*\[libkop.so.$major\]" || fail "ft-cmake does not need libkop.so.$major"
+readelf -d "$WORK/ft/build/ft-cmake" | grep -q "NEEDED.*\[libkop.so.$abi\]" || fail "ft-cmake does not need libkop.so.$abi"
 readelf -d "$WORK/ft/build/ft-cmake-static" | grep -q 'NEEDED.*libkop' && fail "ft-cmake-static needs libkop.so"
 run_example "$WORK/ft/build/ft-cmake" # CMake's build RPATH finds the prefix's libkop.so
 run_example "$WORK/ft/build/ft-cmake-static"
