@@ -22,7 +22,8 @@ use what earlier ones left: tokens rotated, writes spent, every answer seen):
   flag_check.py  POST .../flag, the admin's flag check
   admin.py       the admin routes (stream, bulk stops, stop, extend, the
                  console's summary and last Events; 403 for
-                 team tokens), flag attribution and stop on solve
+                 team tokens), flag attribution and stop on solve, and
+                 last the budgets the bulk stops spend (the admin's own left spent)
 and, below, what the whole run answered: no flag or token in it, and the
 request metric counting every status it provoked.
 
@@ -84,6 +85,7 @@ SCENARIOS = [
     admin.test_admin_stream_and_bulk_stops,
     admin.test_stop_on_solve,
     admin.test_summary_and_last_events,
+    admin.test_bulk_stop_budgets,
     test_no_leaks,
     test_metrics,
 ]

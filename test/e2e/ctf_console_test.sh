@@ -10,12 +10,15 @@
 # lists it, filters by team, stops one instance (confirmed; it leaves the
 # team's own page, open in a second browser context with the team's token,
 # live and after a reload, the team's own list, and its team the quota
-# list), sorts; then CONSOLE_SCALE instances: the console renders them all and
+# list), sorts, extends one (confirmed; kubectl's spec.expiresAt moves by
+# renewBy, an Event AdminExtend); then CONSOLE_SCALE instances: the console renders them all and
 # filters them, and the times are printed (a measurement, never asserted
 # beyond generous bounds); last, the team's page asked for the console gets
 # its own instances and says why, every admin route fetched from it answers
 # 403, and none of the API responses and event-stream text it received names
-# another team. test/e2e/page/console_test.mjs drives the browser;
+# another team; then it stops all of a team's and all of a challenge's
+# (confirmed; kubectl shows exactly those stopped, an Event AdminStop each).
+# test/e2e/page/console_test.mjs drives the browser;
 # screenshots go to $KOP_ARTIFACTS (default build/test-artifacts/console).
 #
 # Env: DEVCLUSTER, KUBECTL, OPERATOR (binaries), SRC (repo root), KOP_TEST_TMP;
@@ -146,7 +149,7 @@ CONSOLE_URL=$URL/ CONSOLE_ADMIN_TOKEN=$ADMIN_TOKEN CONSOLE_TEAM_B_TOKEN=${TOKENS
     CONSOLE_SCALE=$SCALE CONSOLE_ARTIFACTS=$ARTIFACTS CHROMIUM=$CHROMIUM \
     CONSOLE_KUBECTL=$KUBECTL CONSOLE_KUBECONFIG=$DIR/kubeconfig CONSOLE_MAX_INSTANCES=$((SCALE + 100)) \
     "$NODE" "$PAGE_DIR/console_test.mjs" || fail "the console test failed (screenshots in $ARTIFACTS)"
-ok "the console: every instance with its state and reason, the panel as the cluster counts, the last Events, filter, stop (gone from the team's page), sort, $SCALE instances; a team token: no console, 403, no other team named"
+ok "the console: every instance with its state and reason, the panel as the cluster counts, the last Events, filter, stop (gone from the team's page), sort, extend, $SCALE instances; a team token: no console, 403, no other team named; stop all of a team's and of a challenge's"
 
 kill -0 "$op_pid" 2>/dev/null || fail "the operator died"
 grep -qF -e "$ADMIN_TOKEN" -e "${TOKENS[team-b]}" "$WORK/op.log" && fail "a token appears in the operator's log"

@@ -5,7 +5,9 @@ flag that is another team's dynamic flag names that team, counts in
 ctf_flag_shared_total and writes an Event; a random flag or a static flag
 never does) and stop on solve (spec.stopOnSolve: a correct flag stops the
 team's instance and frees its quota slot). A team token gets 403 on every
-admin route, and nothing a team's token reads names another team.
+admin route, and nothing a team's token reads names another team. Last, the
+budgets docs/api.md says the bulk stops spend: a team's bulk stop one of the
+team's writes, a challenge's bulk stop one of the admin's own (429 once spent).
 
 The definitions are ctf_api_test.sh's: "web" (static flag), "dyn" (dynamic
 flag, key in the Secret flag-key, $FLAG_KEY), "solve" (dynamic, prefix
@@ -18,6 +20,7 @@ import json
 import os
 import re
 import secrets
+import time
 import urllib.request
 
 from .common import (ADMIN, METRICS, NS, SEEN, TEAMS, Stream, call, challenges_in_cluster, check,
@@ -356,3 +359,62 @@ def test_summary_and_last_events():
     s.close()
     ok("the admin list carries each instance's last Events (share-f/web's Running among them, each one the "
        "cluster holds, at most 3), a team's own view none; the admin stream sends the summary after its snapshot")
+
+
+def test_bulk_stop_budgets():
+    """docs/api.md: a team's bulk stop spends one of the team's writes, a
+    challenge's bulk stop one of the admin's own budget (the same burst and
+    rate: ctf_api_test.sh runs --api-team-burst 20 --api-team-rate 1). Run
+    last: it leaves share-h's budget and the admin's own spent."""
+    log("a bulk stop spends the budget docs/api.md names: the team's for a team's, the admin's own for a challenge's")
+    burst = 20
+    # share-h has written nothing yet: its whole burst. Two PUTs spend two of it,
+    # then its bulk stops spend one each (the first stops two instances) until 429.
+    start = time.monotonic()
+    put("share-h", "web")
+    put("share-h", "tcp")
+    stops, r = 0, None
+    for _ in range(burst + 2):
+        r = call("DELETE", "/api/v1/admin/teams/share-h/instances", ADMIN)
+        if r.status != 202:
+            break
+        if stops == 0:
+            check(r.body["stopped"] == 2, f"the first bulk stop of share-h's: {r.body}")
+        stops += 1
+    took = time.monotonic() - start
+    expect(r, 429, "TooManyRequests", f"share-h's bulk stop after {stops} (a team's bulk stop spends its writes)")
+    check(int(r.headers["retry-after"]) >= 1, f"Retry-After {r.headers['retry-after']}")
+    back = int(took // 60)  # one write a minute comes back
+    check(burst - 2 <= stops <= burst - 2 + back,
+          f"share-h's bulk stops answered 202 {stops} times after its 2 PUTs in {took:.0f}s: "
+          f"want {burst - 2} (one team write each, whatever they stop)")
+    expect(call("PUT", team_path("share-h", "web"), ADMIN), 429, "TooManyRequests",
+           "share-h's PUT after its bulk stops spent its writes")
+    check(not live(team="share-h"), "share-h holds an instance after its bulk stops")
+    ok(f"a team's bulk stop spends one of the team's writes: after 2 PUTs, {stops} bulk stops of share-h's "
+       f"(the first stopping two), then 429 for its bulk stop and its PUT alike ({took:.0f}s)")
+
+    # The admin's own budget: the two challenge bulk stops of test_admin_stream_and_bulk_stops
+    # spent two of it, and none of the teams' writes above touched it.
+    start = time.monotonic()
+    stops, r = 0, None
+    for _ in range(burst + 2):
+        r = call("DELETE", "/api/v1/admin/challenges/nope/instances", ADMIN)
+        if r.status != 202:
+            break
+        stops += 1
+    took = time.monotonic() - start
+    expect(r, 429, "TooManyRequests", f"a challenge's bulk stop after {stops} (it spends the admin's own budget)")
+    check(int(r.headers["retry-after"]) >= 1, f"Retry-After {r.headers['retry-after']}")
+    check(burst - 2 <= stops <= burst + int(took // 60),
+          f"challenge bulk stops answered 202 {stops} times: want {burst - 2} to {burst} "
+          "(the admin's own burst less the 2 spent before, some of which came back)")
+    web = {c["metadata"]["uid"] for c in live(definition="web")}
+    check(web, "no instance of web is left to test a refused bulk stop on")
+    expect(call("DELETE", "/api/v1/admin/challenges/web/instances", ADMIN), 429, "TooManyRequests",
+           "stop all of web's with the admin's budget spent")
+    check({c["metadata"]["uid"] for c in live(definition="web")} == web, "a refused bulk stop of web's stopped some")
+    expect(call("PUT", team_path("share-i", "web"), ADMIN), 201,
+           what="a team's write with the admin token (the team's budget, not the admin's own)")
+    ok(f"a challenge's bulk stop spends the admin's own budget: {stops} more, then 429 with Retry-After and "
+       f"nothing stopped ({len(web)} web instances stand); a team's write with the admin token still goes")

@@ -13,7 +13,10 @@
 // in the console stops team-b/web, whose row goes, and which leaves team-b's
 // open page live (its event stream says web Stopped; the page reads its list
 // no more) and after a reload, and team-b's own list; a column sorts both
-// ways. Then CONSOLE_SCALE instances
+// ways. Extend (a dismissed confirmation first, then a confirmed one) moves
+// team-a/web's spec.expiresAt, as kubectl reads it, by exactly its renewBy
+// (30 minutes), the row's time left grows by as much, and one Event
+// AdminExtend is about the Challenge. Then CONSOLE_SCALE instances
 // (admin PUTs of one per team): the console renders them all while they
 // start (the stream's changes pouring in), then, reloaded, renders them and
 // a filter narrows them to one and back, all while the operator is still
@@ -26,7 +29,13 @@
 // CONSOLE_SCALE other teams' instances) names no other team (team-a, s0000...),
 // while team-b's own name is in each stream (so the capture holds what came);
 // and the admin routes (the stream, lists, stops, renew), fetched from that
-// page with its token, answer 403 and change nothing.
+// page with its token, answer 403 and change nothing. Then the bulk stops,
+// each through the console's button with the filter set, confirmed: Stop all
+// of this team's (team-a: web and a broken made for it) and Stop all of this
+// challenge's (broken: team-b's and three scale teams'); kubectl then shows
+// every Challenge stopped deleted or being deleted and every other one
+// standing, one Event AdminStop naming the bulk action about each stopped
+// one, and their rows leave the console.
 // Each step asserts, then takes a screenshot.
 //
 // Env: CONSOLE_URL (the page), CONSOLE_ADMIN_TOKEN, CONSOLE_TEAM_B_TOKEN,
@@ -198,6 +207,84 @@ function newestEvent(team, challenge) {
 async function cells() {
   return page.$$eval('#console-rows tr', (trs) => trs.map((tr) => [tr.children[0].textContent,
     tr.children[1].textContent, tr.dataset.state]));
+}
+
+// liveChallenges(): the Challenges kubectl lists that are not being deleted.
+function liveChallenges() {
+  return kget('challenges').items.filter((c) => !c.metadata.deletionTimestamp);
+}
+
+// eventsAbout(uid, reason): the Events kubectl lists about one object with that reason
+// (an Event outlives its object, so a stopped instance's can still be read).
+function eventsAbout(uid, reason) {
+  return kget('events', '--field-selector', `involvedObject.uid=${uid},reason=${reason}`).items;
+}
+
+// until(what, fn): polls fn (kubectl, the API) until it returns a true value, which it returns.
+async function until(what, fn, timeout = LONG) {
+  const end = Date.now() + timeout;
+  let last;
+  for (;;) {
+    last = await fn();
+    if (last) return last;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await page.waitForTimeout(500);
+  }
+}
+
+// seconds(text): a time-left cell's h:mm:ss or m:ss in seconds.
+function seconds(text) {
+  return text.trim().split(':').reduce((n, part) => n * 60 + Number(part), 0);
+}
+
+// consoleRow(team, challenge): the console's row of one instance.
+const consoleRow = (team, challenge) =>
+  page.locator(`#console-rows tr:has(td:text-is("${team}")):has(td:text-is("${challenge}"))`);
+
+// confirmOnce(accept): answers the next confirmation; resolves to what it asked once answered.
+function confirmOnce(accept) {
+  return new Promise((resolve) => {
+    page.once('dialog', (d) => {
+      const asked = d.message();
+      (accept ? d.accept() : d.dismiss()).then(() => resolve(asked), () => resolve(asked));
+    });
+  });
+}
+
+// stopAllThroughConsole(kind, name, uids, others): presses Stop all of this
+// team's (kind "team") or challenge's ("challenge") with the filter set to
+// name, confirms, and checks the server's state: every Challenge of uids is
+// deleted or being deleted, every one of others still stands, each of uids
+// has an Event AdminStop naming the bulk action, and their rows leave the console.
+async function stopAllThroughConsole(kind, name, uids, others) {
+  await page.locator('#filter-state').selectOption('');
+  await page.locator(kind === 'team' ? '#filter-challenge' : '#filter-team').fill('');
+  await page.locator(`#filter-${kind}`).fill(name);
+  await page.waitForFunction((n) => document.querySelectorAll('#console-rows tr').length === n, uids.length,
+    { timeout: LONG });
+  const button = page.getByRole('button', { name: `Stop all of this ${kind}'s` });
+  assert(await button.isEnabled(), `Stop all of this ${kind}'s is not enabled with the filter ${name}`);
+  const asked = confirmOnce(true);
+  await button.click();
+  assert(await asked === `Stop all ${uids.length} instances of ${kind} ${name}?`, `the confirmation asked: ${await asked}`);
+  // The server's state: kubectl's Challenges, not the page.
+  await until(`every instance of ${kind} ${name} deleted or being deleted`, () => {
+    const live = new Set(liveChallenges().map((c) => c.metadata.uid));
+    return uids.every((u) => !live.has(u));
+  });
+  const live = new Set(liveChallenges().map((c) => c.metadata.uid));
+  const hit = others.filter((c) => !live.has(c.metadata.uid));
+  assert(hit.length === 0, `stop all of ${kind} ${name}'s stopped others too: ` +
+    hit.slice(0, 5).map((c) => `${c.spec.team}/${c.spec.definition}`).join(', '));
+  const said = `stop all of ${kind} ${name}'s`;
+  await until(`an Event AdminStop (${said}) about each of the ${uids.length}`, () =>
+    uids.every((u) => eventsAbout(u, 'AdminStop').some((e) => e.message.includes(said))));
+  for (const u of uids) {
+    const n = eventsAbout(u, 'AdminStop').length;
+    assert(n === 1, `${n} AdminStop Events about one instance of ${kind} ${name}`);
+  }
+  await page.waitForFunction(() => document.querySelectorAll('#console-rows tr').length === 0, null, { timeout: LONG });
+  assert(problems.length === 0, problems.join('; '));
 }
 
 // The participant page of team-b, in a browser context of its own (its own
@@ -420,6 +507,47 @@ async function run(context, teamContext) {
     await page.waitForSelector('th[aria-sort="ascending"] button[data-sort="team"]');
   });
 
+  await step('Extend, confirmed, extends team-a/web by its renewBy: the Challenge\'s expiresAt, the row\'s time left, an Event AdminExtend', async () => {
+    const before = await api('GET', '/teams/team-a/instances/web', ADMIN);
+    assert(before.status === 200 && before.body.renewable && before.body.expiresAt,
+      `team-a/web is not renewable: ${JSON.stringify(before.body)}`);
+    const was = Date.parse(before.body.expiresAt);
+    const chal = liveChallenges().find((c) => c.spec.team === 'team-a' && c.spec.definition === 'web');
+    const uid = chal.metadata.uid;
+    const left = consoleRow('team-a', 'web').locator('td.col-left');
+    assert(Date.parse(await left.getAttribute('data-until')) === was, 'the row\'s time left is not the API\'s expiresAt');
+    const leftBefore = seconds(await left.innerText());
+    // A dismissed confirmation extends nothing: the confirmed one then moves the expiry by one renewBy, not two.
+    const dismissed = confirmOnce(false);
+    await page.getByRole('button', { name: 'Extend web of team team-a' }).click();
+    await dismissed;
+    const asked = confirmOnce(true);
+    await page.getByRole('button', { name: 'Extend web of team team-a' }).click();
+    assert(await asked === 'Extend web of team team-a?', `the confirmation asked: ${await asked}`);
+    // The server's state: the Challenge's spec.expiresAt as kubectl reads it, 30 minutes (renewBy) later.
+    const now = await until('team-a/web\'s spec.expiresAt to move', () => {
+      const c = kget('challenges').items.find((x) => x.metadata.uid === uid);
+      const at = Date.parse((c && c.spec.expiresAt) || '');
+      return at > was ? at : 0;
+    });
+    assert(now - was === 1800 * 1000, `the expiry moved by ${(now - was) / 1000} s, not renewBy's 1800`);
+    // The console shows it from its event stream: the row's time left grew by as much.
+    await page.waitForFunction((at) => [...document.querySelectorAll('#console-rows tr')].some((tr) =>
+      tr.children[0].textContent === 'team-a' && tr.children[1].textContent === 'web' &&
+      Date.parse(tr.querySelector('td.col-left').dataset.until) === at), now, { timeout: LONG });
+    const leftAfter = seconds(await left.innerText());
+    assert(leftAfter - leftBefore > 1800 - 300 && leftAfter - leftBefore <= 1801,
+      `the time left went from ${leftBefore} s to ${leftAfter} s`);
+    await until('the Event AdminExtend about team-a/web', () =>
+      eventsAbout(uid, 'AdminExtend').some((e) => /extended by the admin \(extend instance\): web of team team-a/.test(e.message)));
+    assert(eventsAbout(uid, 'AdminExtend').length === 1, 'more than one AdminExtend Event: the dismissed Extend extended');
+    const a = await api('GET', '/teams/team-a/instances/web', ADMIN);
+    assert(a.status === 200 && a.body.state === 'Running' && Date.parse(a.body.expiresAt) === now,
+      `team-a/web after the extend: ${JSON.stringify(a.body)}`);
+    assert(problems.length === 0, problems.join('; '));
+    await screenshot('extended');
+  });
+
   await step(`${SCALE} instances: the console renders them all and filters them`, async () => {
     const teams = SCALE_TEAMS;
     const t0 = Date.now();
@@ -534,6 +662,36 @@ async function run(context, teamContext) {
     assert(a.status === 200 && a.body.state === 'Running', `team-a/web after the team's tries: ${JSON.stringify(a.body)}`);
     const b = await api('GET', '/teams/team-b/instances/broken', ADMIN);
     assert(b.status === 200 && b.body.state === 'Error', `team-b/broken after the team's tries: ${JSON.stringify(b.body)}`);
+  });
+
+  await step('Stop all of this team\'s, confirmed, stops both of team-a\'s instances and no other team\'s; an Event AdminStop each', async () => {
+    // team-a holds web; broken, made now, fills its quota of 2.
+    const r = await api('PUT', '/teams/team-a/instances/broken', ADMIN);
+    assert(r.status === 201, `PUT team-a/broken answered ${r.status} ${JSON.stringify(r.body)}`);
+    const all = liveChallenges().filter((c) => c.spec.team);
+    const mine = all.filter((c) => c.spec.team === 'team-a');
+    assert(mine.length === 2, `team-a's Challenges: ${mine.map((c) => c.spec.definition)}`);
+    const others = all.filter((c) => c.spec.team !== 'team-a');
+    assert(others.some((c) => c.spec.team === 'team-b') && others.length >= SCALE + 1, `others: ${others.length}`);
+    await stopAllThroughConsole('team', 'team-a', mine.map((c) => c.metadata.uid), others);
+    await screenshot('stopped-all-of-team-a');
+  });
+
+  await step('Stop all of this challenge\'s, confirmed, stops every team\'s broken and nothing else; an Event AdminStop each', async () => {
+    // broken: team-b's, and three more teams' made now (each of them keeps its web).
+    for (const t of SCALE_TEAMS.slice(0, 3)) {
+      const r = await api('PUT', `/teams/${t}/instances/broken`, ADMIN);
+      assert(r.status === 201, `PUT ${t}/broken answered ${r.status} ${JSON.stringify(r.body)}`);
+    }
+    const all = liveChallenges().filter((c) => c.spec.team);
+    const mine = all.filter((c) => c.spec.definition === 'broken');
+    assert(mine.length === 4, `broken's Challenges: ${mine.map((c) => c.spec.team)}`);
+    const others = all.filter((c) => c.spec.definition !== 'broken');
+    assert(others.filter((c) => SCALE_TEAMS.slice(0, 3).includes(c.spec.team)).length === 3,
+      'the three teams do not hold web');
+    await stopAllThroughConsole('challenge', 'broken', mine.map((c) => c.metadata.uid), others);
+    await screenshot('stopped-all-of-broken');
+    await page.locator('#filter-challenge').fill('');
   });
 }
 
