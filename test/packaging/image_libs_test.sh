@@ -17,7 +17,8 @@
 #      every listed library package is used.
 #   4. When this user may chroot (root, or an unprivileged user namespace),
 #      a root holding only the binary and the shared objects of those
-#      packages is built, and the binary runs in it (--help prints the usage).
+#      packages is built, and the binary runs in it (--help prints the usage
+#      and exits 0).
 #
 # Env: SRC (repo root), KOP_TEST_TMP. Runs on Debian bookworm (the release
 # the image is built from), where the packages' files are known to dpkg.
@@ -209,7 +210,9 @@ else
             cp -L "$f" "$d"
         done
     done
-    out=$("${chroot_cmd[@]}" "$root" "/usr/local/bin/$BIN_NAME" --help 2>&1 || true)
+    # --help prints the usage and exits 0 (a wrong flag would exit 2).
+    out=$("${chroot_cmd[@]}" "$root" "/usr/local/bin/$BIN_NAME" --help 2>&1) ||
+        fail "$BIN_NAME --help exited $? in a root of the image's libraries: $out"
     grep -q "usage: $BIN_NAME" <<<"$out" || fail "the binary does not start in a root of the image's libraries: $out"
     ok "the binary starts in a root holding only the image's shared libraries ($(find "$root" -name '*.so*' | wc -l) files)"
 fi
