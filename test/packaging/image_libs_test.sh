@@ -130,7 +130,12 @@ while read -r from_name from_src from_dest; do
     from_name=${from_name#--from=}
     [ "$from_name" != build ] || continue
     [ "${IMAGE_NAMED_CONTEXT%%=*}" = "$from_name" ] || fail "COPY --from=$from_name: no build context $from_name given"
-    copy_context "${IMAGE_NAMED_CONTEXT#*=}/$from_src" "$STAGE$from_dest"
+    if [ -d "${IMAGE_NAMED_CONTEXT#*=}/$from_src" ]; then
+        copy_context "${IMAGE_NAMED_CONTEXT#*=}/$from_src" "$STAGE$from_dest"
+    else
+        install -D -m 0644 "${IMAGE_NAMED_CONTEXT#*=}/$from_src" "$STAGE$from_dest" ||
+            fail "COPY --from=$from_name $from_src: no such file in ${IMAGE_NAMED_CONTEXT#*=}"
+    fi
 done <<<"$BUILD_COPIES_FROM"
 run=$(python3 -c 'import re, sys; print(re.sub(r"(?<=[\s=])/(?=[A-Za-z])", sys.argv[2] + "/", sys.argv[1]))' "$BUILD_RUN" "$STAGE")
 (cd "$WORK/context" && CMAKE_PREFIX_PATH=$STAGE/usr/local nice -n 10 bash -euc "$run") >"$WORK/build.log" 2>&1 ||
