@@ -9,6 +9,7 @@
 #   make helm    build/bin/helm, the Helm CLI pinned in tools/helm/go.mod
 #   make image   the operator's container image IMAGE (docker, podman or, with no daemon, buildah; not in make test)
 #   make image-check   both Dockerfiles (the operator's, a kop-gen project's) built with buildah and run (minutes; not in make test)
+#   make image-e2e   the Dockerfile's image deployed with kubectl apply -k on a real-node devcluster (not in make test)
 #   make bench   kopc against controller-runtime and kopf (3 interleaved trials: hours; writes docs/benchmarks.md)
 #   make bench-quick   the same with a few objects, to see the harness work (BENCH_QUICK=1 too)
 #   make soak    an hour (SOAK_SECONDS) of instance churn, RSS and open fds sampled (not in make test)
@@ -76,7 +77,7 @@ HELM_LDFLAGS  := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSIO
 PREFIX        ?= /usr/local
 IMAGE         ?= ghcr.io/kopc/ctf-operator:0.2.0
 
-.PHONY: helm install image image-check
+.PHONY: helm install image image-check image-e2e
 test test-e2e: helm
 
 helm: go-check
@@ -114,6 +115,13 @@ image:
 # (docs/install.md has the times).
 image-check: build
 	tools/image-build.sh check
+
+# The Dockerfile's image deployed as users deploy it: e2e_install (kubectl
+# apply -k, a devcluster with a real node) with the operator's image built
+# from the Dockerfile by buildah and pushed to the cluster's registry instead
+# of the one tools/images.sh assembles. Not in make test.
+image-e2e: build devcluster
+	OPERATOR_IMAGE_FROM=dockerfile ctest --test-dir $(CMAKE_DIR) -R '^e2e_install$$' --output-on-failure
 
 # go build is a no-op when nothing changed; the cold build takes a while
 # (see docs/devcluster.md), so say so. Beside the devcluster and kubectl it
