@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # image-build.sh - build the Dockerfiles for real, with no daemon and no
 # public container registry: buildah runs the Dockerfile's steps as root in
-# chroots (--isolation chroot) over vfs storage kept under build/image, on
+# chroots (--isolation chroot) over storage of its own under build/image, on
 # Debian base images made here by debootstrap from Debian's own packages.
 #
 #   tools/image-build.sh base              the base images (cached, see below)
@@ -39,9 +39,10 @@
 #
 # Cache: everything lives in IMAGE_BUILD_DIR (default build/image, removed
 # with the build): the debootstrap tree as a tar (debootstrap only when it is
-# missing), buildah's storage (storage/, runroot run/) holding the bases and
+# missing), buildah's storage (storage-DRIVER/, runroot run-DRIVER/) holding the bases and
 # the builds' layers (--layers: an unchanged step is reused, so a second
-# build of an unchanged tree only re-runs the steps after the first change).
+# build only re-runs the steps from the first that changed; the layers no
+# build leads to any more are pruned after each build).
 # `base --refresh` (or removing build/image) makes the bases anew from
 # today's mirror.
 #
@@ -52,7 +53,8 @@
 # Needs root (chroots, mounts) and the Debian packages buildah and
 # debootstrap: tools/install-deps.sh image installs them when missing.
 #
-# Env: IMAGE_BUILD_DIR, DEBIAN_MIRROR, DEBIAN_SECURITY_MIRROR (default: the
+# Env: IMAGE_BUILD_DIR, IMAGE_STORAGE_DRIVER (default: overlay where it
+# mounts, else vfs), DEBIAN_MIRROR, DEBIAN_SECURITY_MIRROR (default: the
 # URIs of the host's apt sources, else deb.debian.org), JOBS (default 1),
 # KOPGEN (the kop-gen binary for `check`, default build/bin/kop-gen).
 set -euo pipefail
@@ -83,12 +85,34 @@ SECURITY=${SECURITY:-http://deb.debian.org/debian-security}
 command -v buildah >/dev/null && command -v debootstrap >/dev/null || "$here/tools/install-deps.sh" image >&2
 
 mkdir -p "$D"
-# Our own storage, not /var/lib/containers: vfs needs no overlay support
-# from the kernel (or fuse), and the storage goes with build/.
-BA=(nice -n 19 buildah --root "$D/storage" --runroot "$D/run" --storage-driver vfs)
-# A registries.conf of our own: short names are looked up in local storage
-# only (FROM debian:bookworm finds docker.io/library/debian:bookworm), never
-# asked of a registry that cannot be reached.
+# overlay_mounts: the kernel mounts overlayfs here (for root), as buildah's
+# overlay driver needs; tried on an empty directory and unmounted at once.
+overlay_mounts() {
+    local t rc=1
+    t=$(mktemp -d "$D/.overlay-probe.XXXXXX")
+    mkdir -p "$t/lower" "$t/upper" "$t/work" "$t/merged"
+    if mount -t overlay overlay -o "lowerdir=$t/lower,upperdir=$t/upper,workdir=$t/work" "$t/merged" 2>/dev/null; then
+        umount "$t/merged" && rc=0
+    fi
+    rm -rf "$t"
+    return $rc
+}
+# Our own storage, not /var/lib/containers, so it goes with build/. The
+# driver: overlay where the kernel mounts overlayfs (layers share files;
+# measured 8x smaller and, warm, 10x faster than vfs), else vfs, which
+# works wherever buildah does at the price of a full copy of the file
+# system per layer and per container. IMAGE_STORAGE_DRIVER=vfs|overlay
+# chooses; each driver has a storage of its own.
+DRIVER=${IMAGE_STORAGE_DRIVER:-auto}
+if [ "$DRIVER" = auto ]; then
+    if overlay_mounts; then DRIVER=overlay; else DRIVER=vfs; fi
+fi
+STORE=$D/storage-$DRIVER
+BA=(nice -n 19 buildah --root "$STORE" --runroot "$D/run-$DRIVER" --storage-driver "$DRIVER")
+# A registries.conf of our own, whatever the host's says: a short name
+# means docker.io (FROM debian:bookworm finds the base stored as
+# docker.io/library/debian:bookworm), and --pull=never on every build keeps
+# buildah from asking a registry that cannot be reached.
 cat >"$D/registries.conf" <<'EOF'
 unqualified-search-registries = ["docker.io"]
 short-name-mode = "permissive"
@@ -218,17 +242,13 @@ cmd_base() {
 
 # ---- the builds -------------------------------------------------------------
 
-# prune_if_large: vfs stores every layer as a full copy of the file system
-# (a build stage's step is ~650 MB), so the layers of builds since replaced
-# pile up; past IMAGE_BUILD_KEEP_GB (default 6) the images no tag leads to
-# go (the tagged images and the bases stay; the next build of a replaced
-# build stage then runs its apt-get again).
-prune_if_large() {
-    local gb
-    gb=$(du -s --block-size=1G "$D/storage" 2>/dev/null | cut -f1)
-    [ "${gb:-0}" -gt "${IMAGE_BUILD_KEEP_GB:-6}" ] || return 0
-    say "storage at ${gb} GB: pruning the layers no tag leads to"
-    "${BA[@]}" rmi --prune >/dev/null
+# prune: the layers of builds since replaced would pile up (with vfs, each
+# a full copy of the file system: ~650 MB a step of a build stage). After
+# each build the images no tag leads to go; the bases,
+# the built images and their build stages (tagged by bud) stay, so the next
+# build reuses every step before the first that changed.
+prune() {
+    "${BA[@]}" rmi --prune >/dev/null 2>&1 || true
 }
 
 # bud REF CONTEXT [BUDFLAGS...]: build CONTEXT/Dockerfile as REF.
@@ -236,13 +256,22 @@ bud() {
     local ref=$1 ctx=$2 t0 log
     shift 2
     cmd_base
-    prune_if_large
     log=$D/build-$(basename "${ref%%:*}").log
     say "buildah bud -t $ref $ctx (log: $log)"
     t0=$SECONDS
-    "${BA[@]}" bud --isolation chroot --pull=never --layers --jobs 1 \
-        --build-arg "CMAKE_BUILD_PARALLEL_LEVEL=$JOBS" -t "$ref" "$@" "$ctx" >"$log" 2>&1 ||
+    local flags=(--isolation chroot --pull=never --layers --jobs 1
+                 --build-arg "CMAKE_BUILD_PARALLEL_LEVEL=$JOBS" "$@")
+    : >"$log"
+    # The build stage first, under a tag of its own: its layers are then
+    # kept by prune (nothing else leads to them: the runtime stage starts
+    # from the slim base), and the full build below finds them cached.
+    if grep -qiE '^FROM .* AS build$' "$ctx/Dockerfile"; then
+        "${BA[@]}" bud "${flags[@]}" --target build -t "localhost/kopc-image-cache/$(basename "${ref%%:*}"):build" \
+            "$ctx" >>"$log" 2>&1 || { tail -40 "$log" >&2; die "building $ref's build stage failed (log: $log)"; }
+    fi
+    "${BA[@]}" bud "${flags[@]}" -t "$ref" "$ctx" >>"$log" 2>&1 ||
         { tail -40 "$log" >&2; die "building $ref failed (log: $log)"; }
+    prune
     say "built $ref in $((SECONDS - t0)) s"
 }
 

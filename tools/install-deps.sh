@@ -23,7 +23,7 @@ pkgs+=(python3 python3-yaml python3-venv)
 pkgs+=(containerd runc containernetworking-plugins iptables ipset nftables conntrack
        iproute2 busybox-static)
 # The image group: buildah builds a Dockerfile as root with no daemon (chroot
-# isolation, vfs storage), debootstrap makes the Debian base images that
+# isolation, storage of its own), debootstrap makes the Debian base images that
 # cannot be pulled here. Not part of the base group: only `make image` and
 # `make image-check` need them.
 [ "$group" = base ] || pkgs=(buildah debootstrap)
