@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # install-deps.sh — install the Debian packages kopc builds and tests with,
 # but only those that are missing, and say what it does. Called by `make`.
+#
+#   tools/install-deps.sh          the packages every build and test needs
+#   tools/install-deps.sh image    only those that build the images from the
+#                                  Dockerfiles without a daemon (tools/image-build.sh)
 set -euo pipefail
+group=${1:-base}
+case "$group" in
+  base|image) ;;
+  *) echo "install-deps: unknown group '$group' (base or image)" >&2; exit 2 ;;
+esac
 pkgs=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev llvm
       libcurl4-openssl-dev libjansson-dev libfyaml-dev libmicrohttpd-dev libgnutls28-dev libssl-dev
       libcmocka-dev valgrind curl ca-certificates openssl chromium)
@@ -13,6 +22,11 @@ pkgs+=(python3 python3-yaml python3-venv)
 # program packets with, and busybox-static, the base of the images built here.
 pkgs+=(containerd runc containernetworking-plugins iptables ipset nftables conntrack
        iproute2 busybox-static)
+# The image group: buildah builds a Dockerfile as root with no daemon (chroot
+# isolation, storage of its own), debootstrap makes the Debian base images that
+# cannot be pulled here. Not part of the base group: only `make image` and
+# `make image-check` need them.
+[ "$group" = base ] || pkgs=(buildah debootstrap)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

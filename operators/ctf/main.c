@@ -102,13 +102,19 @@ static bool parse_port(const char *v, int *out)
     return parse_int(v, out) && *out <= 65535;
 }
 
-/* parse_args fills the manager's and the operator's settings. */
+/* parse_args fills the manager's and the operator's settings. It returns 0
+ * to run, 1 after -h or --help printed the usage on stdout (exit 0, as
+ * kop_main does), -1 for a wrong command line. */
 static int parse_args(int argc, char **argv, kop_manager_opts *mo, ctf_operator *op,
                       ctf_api_opts *ao, const char **key_secret)
 {
     ctf_gateway *g = &op->instance.gateway;
     kop_status st;
     for (int i = 1; i < argc;) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            printf("%s%s", usage_text, kop_manager_flags_usage());
+            return 1;
+        }
         int r = kop_manager_parse_flag(mo, argc, argv, &i, &st);
         if (r < 0) {
             fprintf(stderr, "ctf-operator: %s\n", st.message);
@@ -277,8 +283,9 @@ int main(int argc, char **argv)
     kop_err err;
 
     kop_status_clear(&st);
-    if (parse_args(argc, argv, &mo, &op, &ao, &key_secret))
-        return 2;
+    int parsed = parse_args(argc, argv, &mo, &op, &ao, &key_secret);
+    if (parsed)
+        return parsed > 0 ? 0 : 2;
     err = kop_manager_new(&mo, &op.mgr, &st);
     if (!err && op.migrate_storage) {
         err = ctf_migrate_storage(kop_manager_client(op.mgr), &st);

@@ -21,6 +21,7 @@ KUBECTL=${KUBECTL:?}
 SRC=${SRC:?}
 VERSION=$(sed -n 's/^project(kopc VERSION \([0-9.]*\).*/\1/p' "$SRC/CMakeLists.txt")
 OP_IMAGE=registry.devcluster.test/kopc/ctf-operator
+OP_DOCKERFILE_DIGEST=
 PF_PID=
 OP_NS=
 
@@ -43,11 +44,25 @@ install_stop_forward() {
 }
 
 # real_cluster [DEVCLUSTER-FLAGS...]: a devcluster with one real node and
-# the images the operator and the samples run.
+# the images the operator and the samples run. The operator's image is the
+# one tools/images.sh assembles from this build, or, with
+# OPERATOR_IMAGE_FROM=dockerfile (make image-e2e), the Dockerfile's, built
+# with buildah (tools/image-build.sh) and pushed under the same name.
 real_cluster() {
     "$DEVCLUSTER" start --dir "$DIR" --nodes 0 --real-nodes 1 "$@" >/dev/null || fail "devcluster start --real-nodes 1 $*"
     NODE_IP=$(k get node real-node-0 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
-    "$SRC/tools/images.sh" "$DIR" operator greeter webflag >"$WORK/images" || fail "tools/images.sh"
+    if [ "${OPERATOR_IMAGE_FROM:-}" = dockerfile ]; then
+        "$SRC/tools/images.sh" "$DIR" greeter webflag >"$WORK/images" || fail "tools/images.sh"
+        "$SRC/tools/image-build.sh" operator "ghcr.io/kopc/ctf-operator:$VERSION" 2>"$WORK/image-build.log" ||
+            { cat "$WORK/image-build.log"; fail "tools/image-build.sh operator: the Dockerfile did not build"; }
+        "$SRC/tools/image-build.sh" push "ghcr.io/kopc/ctf-operator:$VERSION" "$DIR" "kopc/ctf-operator:$VERSION" \
+            >>"$WORK/images" 2>>"$WORK/image-build.log" ||
+            { cat "$WORK/image-build.log"; fail "tools/image-build.sh push: the Dockerfile's image to the cluster's registry"; }
+        OP_DOCKERFILE_DIGEST=$(sed -n 's|.*/kopc/ctf-operator@||p' "$WORK/images")
+        [ -n "$OP_DOCKERFILE_DIGEST" ] || fail "tools/image-build.sh push printed no digest"
+    else
+        "$SRC/tools/images.sh" "$DIR" operator greeter webflag >"$WORK/images" || fail "tools/images.sh"
+    fi
 }
 
 # check_deployment NS NAME SA IMAGE: the Deployment as promised, its pods
@@ -96,6 +111,14 @@ PY
     ready=$(k -n "$ns" get pods -l app.kubernetes.io/component=operator \
         -o jsonpath='{range .items[*]}{.spec.nodeName}/{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c '^real-node-0/True$' || true)
     [ "$ready" = 2 ] || fail "want 2 Ready operator pods on real-node-0, got $ready"
+    # OPERATOR_IMAGE_FROM=dockerfile: the pods run the very image buildah built and pushed.
+    if [ -n "${OP_DOCKERFILE_DIGEST:-}" ] && [ "$image" = "$OP_IMAGE:$VERSION" ]; then
+        local ids
+        ids=$(k -n "$ns" get pods -l app.kubernetes.io/component=operator \
+            -o jsonpath='{range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}')
+        [ "$(grep -c "@$OP_DOCKERFILE_DIGEST\$" <<<"$ids")" = 2 ] ||
+            fail "the operator's pods do not run the Dockerfile's image $OP_DOCKERFILE_DIGEST: $ids"
+    fi
 }
 
 # check_leader NS: one of the operator's pods holds the Lease and says so.

@@ -17,7 +17,8 @@
 #      every listed library package is used.
 #   4. When this user may chroot (root, or an unprivileged user namespace),
 #      a root holding only the binary and the shared objects of those
-#      packages is built, and the binary runs in it (--help prints the usage).
+#      packages is built, and the binary runs in it (--help prints the usage
+#      and exits 0).
 #
 # Env: SRC (repo root), KOP_TEST_TMP. Runs on Debian bookworm (the release
 # the image is built from), where the packages' files are known to dpkg.
@@ -129,7 +130,12 @@ while read -r from_name from_src from_dest; do
     from_name=${from_name#--from=}
     [ "$from_name" != build ] || continue
     [ "${IMAGE_NAMED_CONTEXT%%=*}" = "$from_name" ] || fail "COPY --from=$from_name: no build context $from_name given"
-    copy_context "${IMAGE_NAMED_CONTEXT#*=}/$from_src" "$STAGE$from_dest"
+    if [ -d "${IMAGE_NAMED_CONTEXT#*=}/$from_src" ]; then
+        copy_context "${IMAGE_NAMED_CONTEXT#*=}/$from_src" "$STAGE$from_dest"
+    else
+        install -D -m 0644 "${IMAGE_NAMED_CONTEXT#*=}/$from_src" "$STAGE$from_dest" ||
+            fail "COPY --from=$from_name $from_src: no such file in ${IMAGE_NAMED_CONTEXT#*=}"
+    fi
 done <<<"$BUILD_COPIES_FROM"
 run=$(python3 -c 'import re, sys; print(re.sub(r"(?<=[\s=])/(?=[A-Za-z])", sys.argv[2] + "/", sys.argv[1]))' "$BUILD_RUN" "$STAGE")
 (cd "$WORK/context" && CMAKE_PREFIX_PATH=$STAGE/usr/local nice -n 10 bash -euc "$run") >"$WORK/build.log" 2>&1 ||
@@ -209,7 +215,9 @@ else
             cp -L "$f" "$d"
         done
     done
-    out=$("${chroot_cmd[@]}" "$root" "/usr/local/bin/$BIN_NAME" --help 2>&1 || true)
+    # --help prints the usage and exits 0 (a wrong flag would exit 2).
+    out=$("${chroot_cmd[@]}" "$root" "/usr/local/bin/$BIN_NAME" --help 2>&1) ||
+        fail "$BIN_NAME --help exited $? in a root of the image's libraries: $out"
     grep -q "usage: $BIN_NAME" <<<"$out" || fail "the binary does not start in a root of the image's libraries: $out"
     ok "the binary starts in a root holding only the image's shared libraries ($(find "$root" -name '*.so*' | wc -l) files)"
 fi
