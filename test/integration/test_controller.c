@@ -71,6 +71,18 @@ static void *run_manager(void *arg)
     return err;
 }
 
+/* stop_manager stops m, which thread t runs, checks that its run ended well, and frees it. */
+static void stop_manager(kop_manager *m, pthread_t t)
+{
+    kop_manager_stop(m);
+    kop_err *err = NULL;
+    pthread_join(t, (void **)&err);
+    assert_non_null(err);
+    assert_int_equal(*err, KOP_OK);
+    free(err);
+    kop_manager_free(m);
+}
+
 /* wait_count waits up to 60 s for at least n reconciles; false when it never comes. */
 static bool wait_count(int n)
 {
@@ -112,12 +124,7 @@ static void test_resync(void **state)
     /* The add, then resyncs of an object nobody touches. */
     assert_true(wait_count(1));
     assert_true(wait_count(4));
-    kop_manager_stop(m);
-    kop_err *err = NULL;
-    pthread_join(t, (void **)&err);
-    assert_int_equal(*err, KOP_OK);
-    free(err);
-    kop_manager_free(m);
+    stop_manager(m, t);
 }
 
 /* ---- priorities: watch events overtake the initial list ---------------- */
@@ -217,12 +224,7 @@ static void test_events_overtake_initial_list(void **state)
     assert_true(atomic_load(&changed_at) < BACKLOG / 2);
     assert_true(atomic_load(&fresh_at) < BACKLOG / 2);
     assert_true(atomic_load(&backlog_done) < BACKLOG - 1); /* the backlog had not drained */
-    kop_manager_stop(m);
-    kop_err *err = NULL;
-    pthread_join(t, (void **)&err);
-    assert_int_equal(*err, KOP_OK);
-    free(err);
-    kop_manager_free(m);
+    stop_manager(m, t);
 }
 
 /* ---- a dropped deletion is reconciled late, not lost --------------------- */
@@ -334,12 +336,7 @@ static void test_dropped_deletion_reconciled(void **state)
         usleep(100 * 1000);
     assert_true(atomic_load(&victim_gone_seen));
 
-    kop_manager_stop(m);
-    kop_err *err = NULL;
-    pthread_join(t, (void **)&err);
-    assert_int_equal(*err, KOP_OK);
-    free(err);
-    kop_manager_free(m);
+    stop_manager(m, t);
 }
 
 /* ---- a watch's update predicate ------------------------------------------ */
@@ -440,12 +437,7 @@ static void test_watch_predicate(void **state)
     assert_true(wait_atomic_at_least(&filtered_maps, 2, 60));
     assert_true(wait_atomic_at_least(&all_maps, 5, 60));
 
-    kop_manager_stop(m);
-    kop_err *err = NULL;
-    pthread_join(t, (void **)&err);
-    assert_int_equal(*err, KOP_OK);
-    free(err);
-    kop_manager_free(m);
+    stop_manager(m, t);
 }
 
 static int setup(void **state)
