@@ -5,7 +5,8 @@
  * apiserver needs to call them):
  *
  *   /validate-flights-com-v1-flightticket  refuses a ticket whose
- *       destination is its departure, a rule the CRD's schema cannot say;
+ *       destination is its departure, a rule the CRD's schema cannot say,
+ *       and warns (admitting it) of one holding the most seats, 10;
  *   /mutate-flights-com-v1-flightticket    books one seat when the ticket
  *       does not say how many.
  */
@@ -24,6 +25,10 @@ static kop_err validate(kop_admission_request *req, kop_admission_response *resp
     const char *to = json_string_value(json_object_get(spec, "to"));
     if (from && to && strcasecmp(from, to) == 0)
         return kop_admission_deny(resp, "spec.to: a flight from %s must go somewhere else", from);
+    json_int_t seats = json_integer_value(json_object_get(spec, "number"));
+    if (seats >= 10) /* kubectl prints it as "Warning: ..." and the ticket is admitted */
+        kop_admission_warn(resp, "spec.number: %lld seats, the most one ticket holds",
+                           (long long)seats);
     return KOP_OK;
 }
 

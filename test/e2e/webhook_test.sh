@@ -116,7 +116,11 @@ ticket no-seats Amsterdam Lisbon | k apply -f - >/dev/null || fail "a valid tick
 [ "$(k get ft no-seats -o jsonpath='{.spec.number}')" = 1 ] || fail "the mutating webhook's default is missing"
 ticket two-seats Amsterdam Lisbon 2 | k apply -f - >/dev/null || fail "a valid ticket was refused"
 [ "$(k get ft two-seats -o jsonpath='{.spec.number}')" = 2 ] || fail "the mutating webhook changed a given number"
-ok "valid tickets are admitted; the mutating webhook's patch sets the default seat"
+out=$(ticket group Amsterdam Lisbon 10 | k apply -f - 2>&1) || fail "a ticket of 10 seats was refused: $out"
+grep -q "Warning: spec.number: 10 seats, the most one ticket holds" <<<"$out" ||
+    fail "kubectl did not print the webhook's warning: $out"
+[ "$(k get ft group -o jsonpath='{.spec.number}')" = 10 ] || fail "the warned ticket was not stored as sent"
+ok "valid tickets are admitted; the mutating webhook's patch sets the default seat; a warning reaches kubectl"
 
 metrics=$(curl -sf "http://127.0.0.1:$MP/metrics")
 count() { awk -v m="$1" 'index($0, m" ") == 1 { print $2 }' <<<"$metrics"; }
