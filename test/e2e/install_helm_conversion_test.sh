@@ -13,6 +13,10 @@
 #     v1beta1 with update.rolling.maxUnavailable, and back;
 #   - the validating webhook refuses a Challenge naming a missing
 #     definition; a Challenge created at v1beta1 goes Running;
+#   - `helm upgrade` (a changed value, so the operator's pods roll) keeps
+#     the chart's CA: the Secret, the webhook configuration's and the CRDs'
+#     caBundle unchanged; conversion and validation still answer; the
+#     instance's pod is the same;
 #   - `helm uninstall` keeps the CRDs and the objects (read at v1beta1, the
 #     stored version: v1alpha1 reads need the webhook, gone with the release).
 # The apiserver reaches the webhook's pods directly
@@ -83,6 +87,39 @@ printf 'apiVersion: ctf.kopc.io/v1beta1\nkind: Challenge\nmetadata: {name: nc-te
 running() { [ "$(k -n ctf get $CHALS nc-team-a -o jsonpath='{.status.currentStatus}')" = Running ]; }
 wait_for 180 "nc-team-a Running" running
 ok "v1alpha1 written, v1beta1 read (rolling.maxUnavailable 2) and back through the chart's Service and CA; a bad Challenge refused; a v1beta1 one Running"
+
+log "helm upgrade keeps the chart's CA; the webhooks still answer; the instance is untouched"
+WH=ctf-kopc-ctf-webhook
+cas() { # the CA in the chart's Secret, the validating configuration and both CRDs
+    k -n ctf-system get secret "$WH-cert" -o jsonpath='{.data.ca\.crt}'; echo
+    k get validatingwebhookconfiguration ctf-kopc-ctf -o jsonpath='{.webhooks[0].clientConfig.caBundle}'; echo
+    for crd in $DEFS $CHALS; do k get crd $crd -o jsonpath='{.spec.conversion.webhook.clientConfig.caBundle}'; echo; done
+}
+instance_pod() { k get pods -A -l ctf.kopc.io/challenge=nc-team-a -o jsonpath='{.items[*].metadata.uid}'; }
+cas >"$WORK/ca.before"
+[ "$(sort -u "$WORK/ca.before" | grep -c .)" = 1 ] || fail "the chart's CA differs between its Secret and its users: $(cat "$WORK/ca.before")"
+pod_before=$(instance_pod)
+[ -n "$pod_before" ] || fail "no pod of nc-team-a's instance"
+h upgrade ctf "$CHART" -n ctf-system "${set_args[@]}" --set operator.workers=8 --wait --timeout 5m \
+    >"$WORK/upgrade.log" 2>&1 || { cat "$WORK/upgrade.log"; fail "helm upgrade"; }
+grep -q -- '"--workers","8"' <<<"$(k -n ctf-system get deploy ctf-kopc-ctf -o jsonpath='{.spec.template.spec.containers[0].args}' | tr -d ' ')" ||
+    fail "the upgrade did not reach the Deployment: $(k -n ctf-system get deploy ctf-kopc-ctf -o jsonpath='{.spec.template.spec.containers[0].args}')"
+k -n ctf-system rollout status deploy/ctf-kopc-ctf --timeout=180s >/dev/null || fail "the upgraded operator did not roll out"
+cas >"$WORK/ca.after"
+cmp -s "$WORK/ca.before" "$WORK/ca.after" || fail "helm upgrade changed the chart's CA: $(diff "$WORK/ca.before" "$WORK/ca.after" | head -3)"
+check_leader ctf-system
+k -n ctf patch challengedefinitions.v1alpha1.ctf.kopc.io nc --type merge \
+    -p '{"spec":{"update":{"strategy":"Rolling","maxUnavailable":3}}}' >/dev/null || fail "a v1alpha1 patch after the upgrade was refused"
+beta=$(k -n ctf get challengedefinitions.v1beta1.ctf.kopc.io nc -o jsonpath='{.spec.update.rolling.maxUnavailable}') ||
+    fail "a v1beta1 read after the upgrade failed"
+[ "$beta" = 3 ] || fail "update.rolling.maxUnavailable at v1beta1 after the upgrade: $beta"
+if out=$(printf 'apiVersion: ctf.kopc.io/v1beta1\nkind: Challenge\nmetadata: {name: nope, namespace: ctf}\nspec: {definition: missing, team: x}\n' | k apply -f - 2>&1); then
+    fail "after the upgrade a Challenge naming a missing definition was admitted"
+fi
+grep -q "validate-challenge.ctf.kopc.io" <<<"$out" || fail "after the upgrade, not the webhook's refusal: $out"
+wait_for 60 "nc-team-a Running after the upgrade" running
+[ "$(instance_pod)" = "$pod_before" ] || fail "the upgrade replaced the instance's pod"
+ok "helm upgrade: the operator rolled (--workers 8), the CA kept in its Secret, the webhook configuration and both CRDs; conversion and validation answer; the instance's pod unchanged"
 
 log "helm uninstall keeps the CRDs and the objects"
 h uninstall ctf -n ctf-system --wait --timeout 2m >/dev/null || fail "helm uninstall"
