@@ -18,7 +18,12 @@
 #     caBundle unchanged; conversion and validation still answer; the
 #     instance's pod is the same;
 #   - `helm uninstall` keeps the CRDs and the objects (read at v1beta1, the
-#     stored version: v1alpha1 reads need the webhook, gone with the release).
+#     stored version: v1alpha1 reads need the webhook, gone with the release);
+#   - adoption: with the CRDs no release's (Helm's marks removed, as a plain
+#     install leaves them), `helm install` stops with the commands that let
+#     the release adopt them; running exactly those, a second install adopts
+#     both CRDs, and the objects kept from before are served again at both
+#     versions and reconciled (the Challenge Running).
 # The apiserver reaches the webhook's pods directly
 # (--enable-aggregator-routing: the devcluster's apiserver runs on the host,
 # which has no route to Service IPs).
@@ -129,4 +134,41 @@ k get crd $DEFS $CHALS >/dev/null || fail "helm uninstall deleted the CRDs"
 k -n ctf get challengedefinitions.v1beta1.ctf.kopc.io nc >/dev/null || fail "the definition is gone"
 k -n ctf get $CHALS nc-team-a >/dev/null || fail "the Challenge is gone"
 ok "after helm uninstall the CRDs, the definition and the Challenge remain"
+
+log "adoption: CRDs of no release, adopted by following the chart's message"
+for crd in $DEFS $CHALS; do
+    k label crd $crd app.kubernetes.io/managed-by- >/dev/null
+    k annotate crd $crd meta.helm.sh/release-name- meta.helm.sh/release-namespace- >/dev/null
+done
+adopted=0
+for try in 1 2 3; do
+    if h install ctf "$CHART" -n ctf-system "${set_args[@]}" --wait --timeout 5m >"$WORK/adopt.log" 2>&1; then
+        break
+    fi
+    # The chart names one CRD at a time: run the commands its message gives, as a user would.
+    python3 - "$WORK/adopt.log" >"$WORK/adopt.cmds" <<'PY' || fail "not the chart's adoption message: $(cat "$WORK/adopt.log")"
+import re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r"let the release adopt it: (kubectl label crd \S+ \S+); (kubectl annotate crd \S+ \S+ \S+)", text)
+if not m:
+    sys.exit(1)
+print(m.group(1))
+print(m.group(2))
+PY
+    while read -r -a cmd; do
+        [ "${cmd[0]}" = kubectl ] || fail "not a kubectl command: ${cmd[*]}"
+        k "${cmd[@]:1}" >/dev/null || fail "the chart's adoption command failed: ${cmd[*]}"
+    done <"$WORK/adopt.cmds"
+    adopted=$((adopted + 1))
+    h uninstall ctf -n ctf-system >/dev/null 2>&1 || true
+done
+[ "$adopted" = 2 ] || fail "adopted $adopted CRDs by the message, want 2: $(cat "$WORK/adopt.log")"
+for crd in $DEFS $CHALS; do
+    [ "$(k get crd $crd -o jsonpath='{.metadata.annotations.meta\.helm\.sh/release-name}')" = ctf ] ||
+        fail "$crd is not the release's after the install"
+done
+[ "$(k -n ctf get challengedefinitions.v1alpha1.ctf.kopc.io nc -o jsonpath='{.spec.update.maxUnavailable}')" = 3 ] ||
+    fail "the kept definition is not served at v1alpha1 after the adoption"
+wait_for 120 "nc-team-a Running after the adoption" running
+ok "CRDs of no release: the install stops with the commands to adopt them; after running them ($adopted), the release owns both CRDs and serves the kept objects at both versions"
 echo "PASS: $passed checks"
