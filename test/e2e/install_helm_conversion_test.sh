@@ -141,7 +141,7 @@ for crd in $DEFS $CHALS; do
     k annotate crd $crd meta.helm.sh/release-name- meta.helm.sh/release-namespace- >/dev/null
 done
 adopted=0
-for try in 1 2 3; do
+for _ in 1 2 3; do
     if h install ctf "$CHART" -n ctf-system "${set_args[@]}" --wait --timeout 5m >"$WORK/adopt.log" 2>&1; then
         break
     fi
