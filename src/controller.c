@@ -56,7 +56,6 @@
 #include "manager_internal.h"
 #include "map_internal.h"
 
-#define MAX_WORKERS 64
 #define MAX_WATCHES 16
 #define RESYNC_POLL_MS         1000                /* how soon a forgotten drop is made good */
 #define DEFAULT_SYNC_PERIOD_MS (10L * 3600 * 1000) /* controller-runtime's SyncPeriod */
@@ -90,7 +89,7 @@ struct kop_controller {
     kop_logger *log;
     struct watch_spec watches[MAX_WATCHES];
     int nwatches;
-    pthread_t workers[MAX_WORKERS];
+    pthread_t workers[KOP_MAX_CONCURRENT];
     int nworkers;
 
     pthread_t resyncer;
@@ -343,8 +342,8 @@ kop_err kop_controller_new(kop_manager *m, const kop_controller_opts *opts, kop_
     c->opts.namespace = c->ns;
     if (c->opts.max_concurrent <= 0)
         c->opts.max_concurrent = 1;
-    if (c->opts.max_concurrent > MAX_WORKERS)
-        c->opts.max_concurrent = MAX_WORKERS;
+    if (c->opts.max_concurrent > KOP_MAX_CONCURRENT)
+        c->opts.max_concurrent = KOP_MAX_CONCURRENT;
     if (!c->name || (opts->namespace && opts->namespace[0] && !c->ns)) {
         err = KOP_ENOMEM;
         goto out;

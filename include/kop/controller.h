@@ -118,11 +118,15 @@ KOP_API bool kop_predicate_generation_changed(const json_t *old_obj, const json_
 /* kop_predicate_labels_changed: only changes of metadata.labels pass. */
 KOP_API bool kop_predicate_labels_changed(const json_t *old_obj, const json_t *new_obj, void *user);
 
+/* KOP_MAX_CONCURRENT: the most workers a controller runs (max_concurrent above it is
+ * clamped to it). */
+#define KOP_MAX_CONCURRENT 64
+
 typedef struct kop_controller_opts {
     const char *name;            /* required: the "controller" metrics and log label */
     kop_resource for_resource;   /* the primary resource; strings must outlive the manager */
     const char *namespace;       /* watch scope; NULL or "": all namespaces */
-    int max_concurrent;          /* workers; default 1 */
+    int max_concurrent;          /* workers; default 1, at most KOP_MAX_CONCURRENT */
     kop_reconcile_fn reconcile;  /* required */
     void *user;
     kop_update_predicate_fn update_predicate; /* NULL: every update */

@@ -141,7 +141,7 @@ static int parse_args(int argc, char **argv, kop_manager_opts *mo, ctf_operator 
         else if (ok && strcmp(flag, "--max-instances") == 0)
             ok = parse_int(v, &op->max_instances);
         else if (ok && strcmp(flag, "--workers") == 0)
-            ok = parse_int(v, &op->workers) && op->workers <= CTF_WORKERS_MAX;
+            ok = parse_int(v, &op->workers) && op->workers <= KOP_MAX_CONCURRENT;
         else if (ok && strcmp(flag, "--ingress-domain") == 0)
             op->instance.ingress_domain = v;
         else if (ok && strcmp(flag, "--node-address") == 0)

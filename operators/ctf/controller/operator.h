@@ -51,7 +51,6 @@
  * 0.8 s on 16 (docs/running-a-ctf.md).
  */
 #define CTF_WORKERS_DEFAULT 16
-#define CTF_WORKERS_MAX     64 /* libkop's cap on a controller's workers */
 
 #define CTF_STATUS_PENDING     "Pending"
 #define CTF_STATUS_RUNNING     "Running"
