@@ -185,8 +185,9 @@ def measure_claims(args, op, workload, n, out, pooled, extra=()):
         quiet_gate(args)
         writes = ApiWrites(c, workload)
         cpu0, tr0 = proc_cpu(pid), traefik_cpu(c)
-        req0 = op.requests() or {}
-        passes0 = reconciles_of(op.metrics(), "challenge")
+        text0 = op.metrics()  # one scrape: the writes and the passes before the burst
+        req0 = requests_of(text0) or {}
+        passes0 = reconciles_of(text0, "challenge")
         prof = Profile(args, op, pid, out)  # --perf: the burst profiled
         s = measure(op.api_port, team_token, n, "bench", out,  # each team its own token
                     spread_ms=burst_ms(args))

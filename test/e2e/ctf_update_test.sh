@@ -183,11 +183,8 @@ print(sum(1 for c in json.load(sys.stdin)['items'] if c['spec']['definition'] ==
           and c['status'].get('message', '').startswith('updated to the new version')
           and c['status'].get('updatedAt')))"
 }
-end=$((SECONDS + 60))
-while [ "$(noticed)" != "$N" ]; do
-    [ $SECONDS -lt $end ] || fail "only $(noticed) of $N say 'updated to the new version' (with updatedAt) after 60 s"
-    sleep 0.5
-done
+all_noticed() { [ "$(noticed)" = "$N" ]; }
+wait_for 60 "all $N saying 'updated to the new version' (with updatedAt)" all_noticed
 updated=$(kc get events --field-selector reason=Updated -o json | python3 -c "
 import json, sys
 print(len({e['involvedObject']['name'] for e in json.load(sys.stdin)['items'] if e['involvedObject']['name'].startswith('roll-')}))")

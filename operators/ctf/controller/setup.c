@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "controller/pool.h"
-#include "kop/clock.h"
 #include "controller/reconcile.h"
+#include "kop/clock.h"
 
 /* ---- watches ------------------------------------------------------------------- */
 
