@@ -113,31 +113,51 @@ static void test_stamp_and_seed(void **state)
     assert_int_equal(ctf_applied_new(&a), KOP_OK);
     assert_int_equal(ctf_applied_digest(x, d), KOP_OK);
 
-    /* The stamp goes on the last child, the one applied last, and nowhere else. */
-    assert_int_equal(ctf_applied_stamp(x, d), KOP_OK);
-    assert_string_equal(kop_meta_annotation(json_array_get(x, 1), CTF_ANNOTATION_APPLIED), d);
+    /* The stamp goes on the child given, with the time, and nowhere else. */
+    char stamp[CTF_STAMP_SIZE], older[CTF_STAMP_SIZE], other[CTF_DIGEST_HEX];
+    snprintf(stamp, sizeof stamp, "1700000000123:%s", d);
+    assert_int_equal(ctf_applied_stamp(json_array_get(x, 1), d, 1700000000123), KOP_OK);
+    assert_string_equal(kop_meta_annotation(json_array_get(x, 1), CTF_ANNOTATION_APPLIED), stamp);
     assert_null(kop_meta_annotation(json_array_get(x, 0), CTF_ANNOTATION_APPLIED));
     assert_int_equal(ctf_applied_digest(x, after), KOP_OK);
     assert_string_not_equal(after, d); /* a digest is taken before stamping, never after */
-    json_t *none = json_array();
-    assert_int_equal(ctf_applied_stamp(none, d), KOP_EINVAL);
-    assert_int_equal(ctf_applied_stamp(x, ""), KOP_EINVAL);
-    json_decref(none);
+    assert_int_equal(ctf_applied_stamp(NULL, d, 1), KOP_EINVAL);
+    assert_int_equal(ctf_applied_stamp(json_array_get(x, 0), "", 1), KOP_EINVAL);
+    assert_int_equal(ctf_applied_stamp(json_array_get(x, 0), "abc", 1), KOP_EINVAL);
+    assert_int_equal(ctf_applied_stamp(json_array_get(x, 0), d, -1), KOP_EINVAL);
+
+    /* The newer of two stamps wins; a stamp from before times counts as the oldest; what is
+     * not a stamp is none. */
+    memset(other, 'a', CTF_DIGEST_HEX - 1);
+    other[CTF_DIGEST_HEX - 1] = '\0';
+    snprintf(older, sizeof older, "1699999999999:%s", other);
+    assert_ptr_equal(ctf_applied_stamp_newer(older, stamp), stamp);
+    assert_ptr_equal(ctf_applied_stamp_newer(stamp, older), stamp);
+    assert_ptr_equal(ctf_applied_stamp_newer(other, older), older);
+    assert_ptr_equal(ctf_applied_stamp_newer(older, older), older);
+    assert_ptr_equal(ctf_applied_stamp_newer(NULL, other), other);
+    assert_ptr_equal(ctf_applied_stamp_newer(stamp, "not-a-stamp"), stamp);
+    assert_null(ctf_applied_stamp_newer("12:zz", ":"));
+    assert_null(ctf_applied_stamp_newer("x:abc", NULL));
+    char long_ms[CTF_STAMP_SIZE + 8];
+    snprintf(long_ms, sizeof long_ms, "1234567890123456789:%s", d);
+    assert_null(ctf_applied_stamp_newer(long_ms, NULL)); /* more digits than a time has */
 
     /* No stamp, another digest's stamp, or a child missing: no record. */
     assert_false(ctf_applied_seed(a, "u1", d, NULL, &whole, t));
+    assert_false(ctf_applied_seed(a, "u1", d, older, &whole, t));
     assert_false(ctf_applied_seed(a, "u1", d, "another-digest", &whole, t));
-    assert_false(ctf_applied_seed(a, "u1", d, d, &lagging, t));
+    assert_false(ctf_applied_seed(a, "u1", d, stamp, &lagging, t));
     assert_false(ctf_applied_known(a, "u1"));
     /* This digest, seen whole: a record, and the next pass writes nothing. */
-    assert_true(ctf_applied_seed(a, "u1", d, d, &whole, t));
+    assert_true(ctf_applied_seed(a, "u1", d, stamp, &whole, t));
     assert_int_equal(ctf_applied_decide(a, "u1", d, &whole, t, &wait), CTF_APPLY_SKIP);
     /* A Deployment edited since, seen after the seed: applied again. */
     const ctf_applied_seen edited = {.missing = 0, .generations = 5};
     assert_int_equal(ctf_applied_decide(a, "u1", d, &edited, t + 1, &wait), CTF_APPLY);
     /* A record of this process's own is never replaced by a stamp. */
     ctf_applied_record(a, "u2", "mine", 1, t);
-    assert_false(ctf_applied_seed(a, "u2", d, d, &whole, t));
+    assert_false(ctf_applied_seed(a, "u2", d, stamp, &whole, t));
     assert_int_equal(ctf_applied_decide(a, "u2", "mine", &(ctf_applied_seen){0, 1}, t, &wait),
                      CTF_APPLY_SKIP);
     /* The seeded record ages like any other: everything again at the resync. */

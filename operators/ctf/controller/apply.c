@@ -2,12 +2,12 @@
  * apply.c - applying an instance's children, for the Challenge controller
  * (a team's instance, reconcile.c) and the pool controller (a warm one,
  * pool.c): server-side apply of each child in order, each only after the
- * one before it went through, the last stamped with the digest of the
- * whole (core/applied.c), so that a pass whose children are what was
+ * one before it went through, the last write of a pass stamped with the
+ * digest of the whole (core/applied.c; on a child the caches show, so a
+ * new leader can see it), so that a pass whose children are what was
  * applied last, as the caches show them, writes nothing, and one whose
- * children changed writes the ones that did (with the stamped last child,
- * and a warm instance's Namespace; every child when a cached one is
- * missing).
+ * children changed writes the ones that did (and a warm instance's
+ * Namespace; every child when a cached one is missing).
  *
  * A child the cluster refuses fills the observation (Error) and stops the
  * apply; a warm Namespace found claimed under the pool's apply stops it
@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "controller/apply.h"
 #include "kop/clock.h"
@@ -127,20 +128,27 @@ static const char *stamp_cached(ctf_operator *op, const json_t *child, json_t **
 }
 
 /*
- * ctf_apply_seed: a process with no record of key takes the stamp of the
- * previous full apply, on the last child (ctf_apply_built stamps it), from
- * the caches as its record (ctf_applied_seed).
+ * ctf_apply_seed: a process with no record of key takes the newest stamp
+ * its caches show on children (ctf_apply_built stamps the last child a pass
+ * writes, of a cached kind) as its record (ctf_applied_seed).
  */
 void ctf_apply_seed(ctf_operator *op, const char *key, const json_t *children,
                     const char *digest, const ctf_applied_seen *seen, int64_t now)
 {
-    size_t n = json_array_size(children);
-    json_t *hold = NULL;
-    if (n == 0 || seen->missing || ctf_applied_known(op->applied, key))
+    char newest[CTF_STAMP_SIZE] = "";
+    const json_t *child;
+    size_t i;
+    if (json_array_size(children) == 0 || seen->missing || ctf_applied_known(op->applied, key))
         return;
-    (void)ctf_applied_seed(op->applied, key, digest,
-                           stamp_cached(op, json_array_get(children, n - 1), &hold), seen, now);
-    json_decref(hold);
+    json_array_foreach(children, i, child)
+    {
+        json_t *hold = NULL;
+        const char *stamp = stamp_cached(op, child, &hold);
+        if (stamp && ctf_applied_stamp_newer(newest[0] ? newest : NULL, stamp) == stamp)
+            snprintf(newest, sizeof newest, "%s", stamp);
+        json_decref(hold);
+    }
+    (void)ctf_applied_seed(op->applied, key, digest, newest[0] ? newest : NULL, seen, now);
 }
 
 /*
@@ -230,9 +238,8 @@ static int64_t cached_generation(ctf_operator *op, const json_t *child)
  * i, or the generation it counts (a Deployment's as last applied, 0 for
  * other kinds). A warm instance's Namespace always goes out (the pool's
  * apply learns from its answer whether a team claimed the instance
- * meanwhile: claimed_under), and so does the last child (it carries the
- * new digest's stamp). digests (an array)
- * gets each child's digest. KOP_ENOMEM: apply every child, record none.
+ * meanwhile: claimed_under). digests (an array) gets each child's digest.
+ * KOP_ENOMEM: apply every child, record none.
  */
 static kop_err child_skips(ctf_operator *op, const json_t *children, const json_t *was,
                            int64_t now, int64_t *skip, json_t *digests)
@@ -249,7 +256,7 @@ static kop_err child_skips(ctf_operator *op, const json_t *children, const json_
             json_array_append_new(digests, json_string(digest)) != 0)
             return KOP_ENOMEM;
         const json_t *rec = json_object_get(was, key);
-        if (!rec || i + 1 == n || warm_namespace(child))
+        if (!rec || warm_namespace(child))
             continue;
         int64_t cached = deployment ? cached_generation(op, child) : CTF_APPLIED_NOT_DEPLOYMENT;
         if (ctf_applied_child_skip(rec, digest, cached, now))
@@ -286,11 +293,79 @@ static json_t *children_records(json_t *was, const json_t *children, const json_
 }
 
 /*
+ * stamp_target picks the child that carries this apply's stamp, one a seed
+ * can see (cache_of) and written after every other write of the pass: the
+ * last child written (skip[i] < 0) when its kind is cached, else the first
+ * cached child after it, which is then written too. When none follows
+ * (only a Secret, or an Ingress, changed), *again is set: the last cached
+ * child before it is written once more, at the end. -1 when the pass
+ * writes nothing, so stamps nothing.
+ */
+static long stamp_target(ctf_operator *op, const json_t *children, int64_t *skip, bool *again)
+{
+    long n = (long)json_array_size(children), w = n - 1, t;
+    *again = false;
+    while (w >= 0 && skip[w] >= 0)
+        w--;
+    if (w < 0)
+        return -1;
+    for (t = w; t < n; t++) {
+        if (cache_of(op, json_string_value(json_object_get(json_array_get(children, t), "kind")))) {
+            skip[t] = -1;
+            return t;
+        }
+    }
+    for (t = w - 1; t >= 0; t--) {
+        if (cache_of(op, json_string_value(json_object_get(json_array_get(children, t), "kind")))) {
+            *again = true;
+            return t;
+        }
+    }
+    return w; /* no cached kind at all: stamped where no seed looks */
+}
+
+/*
+ * stamp_and_apply applies children but the skipped (apply_each) with the
+ * stamp of digest on their stamp_target, the last write of the pass.
+ */
+static kop_err stamp_and_apply(ctf_operator *op, json_t *children, int64_t *skip, int64_t *gens,
+                               int64_t *generations, const char *digest, ctf_observation *o,
+                               const kop_reconcile *req)
+{
+    bool again = false;
+    long t = stamp_target(op, children, skip, &again);
+    json_t *child = t >= 0 ? json_array_get(children, (size_t)t) : NULL;
+    struct timespec now;
+    int64_t unused = 0;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t wall_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    kop_err err = KOP_OK;
+    bool stamped = child && digest[0] && !again;
+    if (stamped && ctf_applied_stamp(child, digest, wall_ms) != KOP_OK)
+        return KOP_ENOMEM;
+    err = apply_each(op, children, skip, gens, generations, o, req);
+    if (err || o->reason || !again || !digest[0])
+        return err;
+    json_t *one = json_array();
+    if (!one || json_array_append(one, child) != 0 ||
+        ctf_applied_stamp(json_array_get(one, 0), digest, wall_ms) != KOP_OK) {
+        json_decref(one);
+        return KOP_ENOMEM;
+    }
+    err = apply_each(op, one, NULL, NULL, &unused, o, req);
+    json_decref(one);
+    return err;
+}
+
+/*
  * ctf_apply_built applies every child, unless they are what was applied
- * last (applied.c); on a refusal o is filled and KOP_OK returned. A full
- * apply that went through is recorded, so the passes that follow (woken by
- * the children's own events, by readiness) write nothing; *applied says
- * whether this pass wrote.
+ * last (applied.c), or those that changed since; on a refusal o is filled
+ * and KOP_OK returned. An apply that went through is recorded, so the
+ * passes that follow (woken by the children's own events, by readiness)
+ * write nothing; *applied says whether this pass wrote. A pass whose
+ * children each are as last applied (an instance waiting for its turn of a
+ * rolling update, applying what no version changes) writes nothing at all,
+ * and only records the new whole.
  */
 kop_err ctf_apply_built(ctf_operator *op, const char *key, json_t *children, ctf_observation *o,
                         const kop_reconcile *req, bool *applied)
@@ -323,15 +398,20 @@ kop_err ctf_apply_built(ctf_operator *op, const char *key, json_t *children, ctf
     skip = n ? calloc(n, sizeof *skip) : NULL;
     gens = n ? calloc(n, sizeof *gens) : NULL;
     digests = json_array();
-    if (!skip || !gens || !digests || child_skips(op, children, was, now, skip, digests) != KOP_OK) {
+    if (skip && gens &&
+        (!digests || child_skips(op, children, was, now, skip, digests) != KOP_OK)) {
         for (size_t i = 0; skip && i < n; i++)
             skip[i] = -1;
         json_decref(digests);
         digests = NULL; /* applied in full, the children not recorded */
     }
-    if (digest[0] && ctf_applied_stamp(children, digest) != KOP_OK)
-        digest[0] = '\0'; /* applied unstamped (which clears an old stamp), not recorded */
-    err = apply_each(op, children, skip, gens, &generations, o, req);
+    bool writes = false;
+    for (size_t i = 0; skip && i < n; i++)
+        writes = writes || skip[i] < 0;
+    if (n && (!skip || !gens))
+        err = KOP_ENOMEM; /* nothing written: the pass is retried */
+    else if (n)
+        err = stamp_and_apply(op, children, skip, gens, &generations, digest, o, req);
     if (!err && !o->reason && digest[0]) {
         ctf_applied_record(op->applied, key, digest, generations, now);
         if (digests) {
@@ -341,7 +421,7 @@ kop_err ctf_apply_built(ctf_operator *op, const char *key, json_t *children, ctf
         }
     }
     if (applied)
-        *applied = !err && !o->reason;
+        *applied = !err && !o->reason && writes;
     json_decref(was);
     json_decref(digests);
     free(skip);

@@ -22,8 +22,8 @@ KOP_NODISCARD kop_err ctf_apply_built(ctf_operator *op, const char *key, json_t 
 ctf_applied_seen ctf_apply_seen(ctf_operator *op, const json_t *children);
 
 /*
- * ctf_apply_seed takes the digest stamped on the last of children, as the
- * caches show it, as key's record when key has none (ctf_applied_seed).
+ * ctf_apply_seed takes the newest digest stamped on children, as the
+ * caches show them, as key's record when key has none (ctf_applied_seed).
  */
 void ctf_apply_seed(ctf_operator *op, const char *key, const json_t *children, const char *digest,
                     const ctf_applied_seen *seen, int64_t now);

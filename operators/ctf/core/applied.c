@@ -19,9 +19,9 @@
  * Children the operator does not cache (Secret, ResourceQuota, LimitRange,
  * NetworkPolicies, Ingress) are put right at the next resync at the latest.
  * The records live in memory, and a full apply also stamps its digest on
- * the last child it applies (ctf_applied_stamp). A process that has no
- * record of an instance (a restarted operator, a new leader) takes the stamp
- * it sees in its caches as the record (ctf_applied_seed), so a takeover
+ * the last child it writes (ctf_applied_stamp). A process that has no
+ * record of an instance (a restarted operator, a new leader) takes the
+ * newest stamp it sees in its caches as the record (ctf_applied_seed), so a takeover
  * re-applies only what changed, not every child of every instance (issue
  * 27: 3,857 writes by a new leader for 150 teams, half of them re-applies).
  * What the seed cannot see, it does not vouch for: the stamped child must be
@@ -203,20 +203,53 @@ void ctf_applied_children_keep(ctf_applied *a, const char *uid, json_t *children
     pthread_mutex_unlock(&a->lock);
 }
 
-kop_err ctf_applied_stamp(json_t *children, const char *digest)
+kop_err ctf_applied_stamp(json_t *child, const char *digest, int64_t wall_ms)
 {
-    size_t n = json_array_size(children);
-    json_t *last = n ? json_array_get(children, n - 1) : NULL;
-    if (!last || !digest || !digest[0])
+    char value[CTF_STAMP_SIZE];
+    if (!child || !digest || strlen(digest) != CTF_DIGEST_HEX - 1 || wall_ms < 0)
         return KOP_EINVAL;
-    return kop_meta_set_annotation(last, CTF_ANNOTATION_APPLIED, digest) ? KOP_OK : KOP_ENOMEM;
+    snprintf(value, sizeof value, "%lld:%s", (long long)wall_ms, digest);
+    return kop_meta_set_annotation(child, CTF_ANNOTATION_APPLIED, value) ? KOP_OK : KOP_ENOMEM;
 }
 
-bool ctf_applied_seed(ctf_applied *a, const char *uid, const char *digest, const char *stamped,
+/* is_digest: s is exactly a digest's lowercase hex. */
+static bool is_digest(const char *s)
+{
+    size_t n = strspn(s, "0123456789abcdef");
+    return n == CTF_DIGEST_HEX - 1 && s[n] == '\0';
+}
+
+/* stamp_parse: stamp's time (0 without one) and its digest (borrowed); false when not one. */
+static bool stamp_parse(const char *stamp, int64_t *ms, const char **digest)
+{
+    const char *colon = stamp ? strchr(stamp, ':') : NULL;
+    size_t digits = colon ? strspn(stamp, "0123456789") : 0;
+    *ms = 0;
+    *digest = colon ? colon + 1 : stamp;
+    if (colon && (digits == 0 || digits > 18 || stamp + digits != colon))
+        return false;
+    if (colon)
+        *ms = strtoll(stamp, NULL, 10);
+    return *digest && is_digest(*digest);
+}
+
+const char *ctf_applied_stamp_newer(const char *a, const char *b)
+{
+    int64_t ma, mb;
+    const char *da, *db;
+    bool ok_a = stamp_parse(a, &ma, &da), ok_b = stamp_parse(b, &mb, &db);
+    if (!ok_b)
+        return ok_a ? a : NULL;
+    return ok_a && ma >= mb ? a : b;
+}
+
+bool ctf_applied_seed(ctf_applied *a, const char *uid, const char *digest, const char *stamp,
                       const ctf_applied_seen *seen, int64_t now_ms)
 {
-    if (!uid || !digest || !digest[0] || !stamped || strcmp(stamped, digest) != 0 ||
-        seen->missing != 0 || ctf_applied_known(a, uid))
+    int64_t ms;
+    const char *stamped;
+    if (!uid || !digest || !digest[0] || !stamp_parse(stamp, &ms, &stamped) ||
+        strcmp(stamped, digest) != 0 || seen->missing != 0 || ctf_applied_known(a, uid))
         return false;
     ctf_applied_record(a, uid, digest, seen->generations, now_ms);
     return ctf_applied_known(a, uid); /* false only when there was no memory for it */

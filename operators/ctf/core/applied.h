@@ -102,25 +102,43 @@ void ctf_applied_children_keep(ctf_applied *a, const char *uid, json_t *children
 /*
  * The last apply's digest is also kept on the server, so that a process
  * without a record (a new leader, a restart) need not apply again what the
- * one before it applied in full: a full apply stamps the digest on its last
- * child (CTF_ANNOTATION_APPLIED), and children are applied in order, each
- * only after the one before it went through, so the last child carrying a
- * digest proves every child was applied as that digest says.
+ * one before it applied in full: an apply stamps "<ms>:<digest>" on the
+ * last child it writes (CTF_ANNOTATION_APPLIED; ms is the wall clock's, in
+ * milliseconds), and children are applied in order, each only after the
+ * one before it went through, while those it does not write were applied
+ * as the same digest says before (their records). So the newest stamp on
+ * an instance's children proves every child was applied as its digest
+ * says. Stamps left on children not written since are older, and a child
+ * written again without one loses its own (server-side apply drops a field
+ * its manager no longer sends). The stamp goes on a changed child, not on
+ * one fixed child (issue 30: a rolling update wrote each instance's last
+ * Service again, only to move the stamp). Leaders follow each other by a
+ * lease of seconds, so their clocks' skew does not reorder their stamps.
+ * A stamp without "<ms>:" (from before 0.3) counts as the oldest.
  */
 #define CTF_ANNOTATION_APPLIED "ctf.kopc.io/applied"
+#define CTF_STAMP_SIZE (CTF_DIGEST_HEX + 21) /* "<ms>:<digest>", NUL included */
 
-/* ctf_applied_stamp sets digest on the last of children (the one applied last). */
-KOP_NODISCARD kop_err ctf_applied_stamp(json_t *children, const char *digest);
+/* ctf_applied_stamp sets "<wall_ms>:<digest>" on child (the last one a pass writes). */
+KOP_NODISCARD kop_err ctf_applied_stamp(json_t *child, const char *digest, int64_t wall_ms);
 
 /*
- * ctf_applied_seed takes what the caches show of the last child as uid's
- * record when uid has none: stamped (its CTF_ANNOTATION_APPLIED, NULL when
- * the cache lacks it or does not hold its kind) equal to digest and no
- * cached child missing. The record then says "applied in full at now_ms,
- * the Deployments at seen->generations", so the next full apply comes with
- * the resync (CTF_APPLIED_RESYNC_MS). Returns whether it seeded.
+ * ctf_applied_stamp_newer returns whichever of the stamps a and b (values
+ * of CTF_ANNOTATION_APPLIED; NULL or malformed: none) was written later:
+ * a when they tie, NULL when neither is a stamp.
  */
-bool ctf_applied_seed(ctf_applied *a, const char *uid, const char *digest, const char *stamped,
+const char *ctf_applied_stamp_newer(const char *a, const char *b);
+
+/*
+ * ctf_applied_seed takes what the caches show of the children as uid's
+ * record when uid has none: stamp (their newest CTF_ANNOTATION_APPLIED,
+ * ctf_applied_stamp_newer; NULL when none of the cached kinds has one)
+ * of digest and no cached child missing. The record then says "applied in
+ * full at now_ms, the Deployments at seen->generations", so the next full
+ * apply comes with the resync (CTF_APPLIED_RESYNC_MS). Returns whether it
+ * seeded.
+ */
+bool ctf_applied_seed(ctf_applied *a, const char *uid, const char *digest, const char *stamp,
                       const ctf_applied_seen *seen, int64_t now_ms);
 
 #endif /* CTF_CORE_APPLIED_H */
