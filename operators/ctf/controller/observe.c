@@ -16,6 +16,7 @@
 
 #include "controller/observe.h"
 #include "controller/probe.h"
+#include "core/wake.h"
 
 void ctf_observe_error(ctf_observation *o, const char *reason, const char *fmt, ...)
 {
@@ -96,21 +97,6 @@ static bool deployments_available(ctf_operator *op, const json_t *def, const cha
     return true;
 }
 
-/* slice_ready reports whether an EndpointSlice has an endpoint that is ready. */
-static bool slice_ready(const json_t *slice)
-{
-    size_t i;
-    const json_t *ep;
-    json_array_foreach(json_object_get(slice, "endpoints"), i, ep)
-    {
-        const json_t *ready = json_object_get(json_object_get(ep, "conditions"), "ready");
-        /* An absent condition means ready (discovery.k8s.io/v1). */
-        if (!ready || json_is_true(ready))
-            return true;
-    }
-    return false;
-}
-
 /*
  * services_ready: every exposed Service of the definition has a ready
  * endpoint, so kube-proxy (or the Ingress) has a pod to send connections to.
@@ -131,7 +117,7 @@ static bool services_ready(ctf_operator *op, const json_t *def, const char *ns)
         json_array_foreach(slices, j, s)
         {
             const char *svc = kop_meta_label(s, "kubernetes.io/service-name");
-            if (name && svc && strcmp(svc, name) == 0 && slice_ready(s))
+            if (name && svc && strcmp(svc, name) == 0 && ctf_slice_ready(s))
                 ready = true;
         }
         if (!ready) {

@@ -25,6 +25,7 @@
 #include "core/json.h"
 #include "core/pool.h"
 #include "core/update.h"
+#include "core/written.h"
 #include "controller/resources.h"
 
 #define CTF_FIELD_MANAGER "kopc-ctf"
@@ -76,6 +77,7 @@ typedef struct ctf_operator {
     kop_controller *ctl;
     ctf_admission *admission; /* the quotas, asked by the reconciler and the API */
     ctf_applied *applied;     /* what each instance was last applied as */
+    ctf_written *written;     /* the status last written to each Challenge, till cached */
     ctf_rollout *rollout;     /* the instances being replaced by a new version (update.c) */
     ctf_fresh *fresh;         /* the definitions' quorum reads a burst of claims shares */
     ctf_pool *pool;           /* the warm pools: their controller and the claims made */

@@ -12,6 +12,7 @@
 
 #include "controller/pool.h"
 #include "controller/reconcile.h"
+#include "core/wake.h"
 #include "kop/clock.h"
 
 /* ---- watches ------------------------------------------------------------------- */
@@ -71,9 +72,11 @@ static void fresh_add(const json_t *c, void *user)
     ctf_fresh_seen(((ctf_operator *)user)->fresh, kop_meta_uid(c), kop_mono_ms());
 }
 
+/* A Challenge gone: its first sight and its last status written are of no use any more. */
 static void fresh_delete(const json_t *c, void *user)
 {
     ctf_fresh_gone(((ctf_operator *)user)->fresh, kop_meta_uid(c));
+    ctf_written_forget(((ctf_operator *)user)->written, kop_meta_uid(c));
 }
 
 /* Indexes of Challenges by spec.definition and by spec.team (any namespace). */
@@ -203,6 +206,8 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
     if (!err)
         err = ctf_applied_new(&op->applied);
     if (!err)
+        err = ctf_written_new(&op->written);
+    if (!err)
         err = ctf_rollout_new(&op->rollout);
     if (!err)
         err = ctf_fresh_new(&op->fresh);
@@ -223,15 +228,20 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
     };
     if (!err)
         err = kop_controller_watch(op->ctl, &definitions);
+    /* The children's updates wake their Challenge when they change what a pass reads of
+     * them (core/wake.h); the other kinds change seldom, and every update of theirs does. */
     const kop_resource *children[] = {&CTF_NAMESPACES, &CTF_DEPLOYMENTS,   &CTF_PODS,
                                       &CTF_SERVICES,   &CTF_ENDPOINTSLICES, &CTF_NETWORKPOLICIES};
+    const kop_update_predicate_fn wakes[] = {NULL, ctf_wake_deployment, ctf_wake_pod,
+                                             NULL, ctf_wake_slice,      NULL};
     for (size_t i = 0; !err && i < CTF_LEN(children); i++)
         err = kop_controller_watch(op->ctl,
                                    &(kop_controller_watch_opts){.resource = children[i],
                                                                 .label_selector = CTF_MANAGED,
                                                                 .fn = by_labels,
                                                                 .user = op,
-                                                                .map_reads_metadata = true});
+                                                                .map_reads_metadata = true,
+                                                                .update_predicate = wakes[i]});
     if (!err)
         err = kop_manager_informer(op->mgr, &CTF_DEFINITIONS, NULL, NULL, &op->definitions);
     if (!err)

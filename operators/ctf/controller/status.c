@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "controller/status.h"
+#include "kop/clock.h"
 
 static void set_condition(json_t *status, const char *type, bool on, const char *reason,
                           const char *message, int64_t gen)
@@ -104,7 +105,8 @@ static bool status_equal(const json_t *a, const json_t *b)
 
 /* patch_status merge-patches chal's status, on the condition that chal is still the version cached.
  */
-static kop_err patch_status(ctf_operator *op, const json_t *chal, json_t *status, kop_status *st)
+static kop_err patch_status(ctf_operator *op, const json_t *chal, json_t *status, json_t **stored,
+                            kop_status *st)
 {
     json_t *patch = json_pack("{s:{s:s?}, s:O}", "metadata", "resourceVersion",
                               kop_meta_resource_version(chal), "status", status);
@@ -114,7 +116,7 @@ static kop_err patch_status(ctf_operator *op, const json_t *chal, json_t *status
                          .type = KOP_PATCH_MERGE,
                          .patch = patch,
                          .opts = {.subresource = "status"}};
-    kop_err err = kop_patch_object(kop_manager_client(op->mgr), &req, NULL, st);
+    kop_err err = kop_patch_object(kop_manager_client(op->mgr), &req, stored, st);
     json_decref(patch);
     return err;
 }
@@ -124,14 +126,22 @@ kop_err ctf_write_status(ctf_operator *op, const kop_reconcile *req, const json_
                          const ctf_observation *o, const char *ns, time_t expires)
 {
     kop_status st;
-    json_t *status = desired_status(chal, o, ns, expires);
+    json_t *status = desired_status(chal, o, ns, expires), *written = NULL, *stored = NULL;
     const json_t *old = json_object_get(chal, "status");
     kop_err err = KOP_OK;
     if (!status)
         return KOP_ENOMEM;
     if (old && status_equal(old, status))
         goto out;
-    err = patch_status(op, chal, status, &st);
+    /* Written by the pass before, which the cache does not show yet (core/written.h). */
+    written = ctf_written_dup(op->written, kop_meta_uid(chal), kop_meta_resource_version(chal),
+                              kop_mono_ms());
+    if (written && status_equal(written, status))
+        goto out;
+    err = patch_status(op, chal, status, &stored, &st);
+    if (!err)
+        ctf_written_note(op->written, kop_meta_uid(chal), kop_meta_resource_version(stored),
+                         status, kop_mono_ms());
     if (err == KOP_ENOTFOUND)
         err = KOP_OK; /* gone meanwhile: nothing to report on */
     if (err == KOP_ECONFLICT) {
@@ -153,15 +163,20 @@ kop_err ctf_write_status(ctf_operator *op, const kop_reconcile *req, const json_
         kop_logger_log(req->log, bad ? KOP_LOG_WARN : KOP_LOG_INFO, "instance status",
                        KOP_LOG_STR("status", o->phase), KOP_LOG_STR("reason", o->reason),
                        KOP_LOG_STR("message", o->message));
-        kop_event(op->events,
-                  &(kop_event_req){.object = chal,
-                                   .type = bad ? KOP_EVENT_WARNING : KOP_EVENT_NORMAL,
-                                   .reason = reason, .action = o->phase},
-                  "%s%s%s", o->phase, o->message[0] ? ": " : "", o->message);
+        /* Into Updating: no Event of its own, the Updated one at its end tells of the
+         * replacement (one Event per replaced instance, not two). */
+        if (strcmp(o->phase, CTF_STATUS_UPDATING) != 0)
+            kop_event(op->events,
+                      &(kop_event_req){.object = chal,
+                                       .type = bad ? KOP_EVENT_WARNING : KOP_EVENT_NORMAL,
+                                       .reason = reason, .action = o->phase},
+                      "%s%s%s", o->phase, o->message[0] ? ": " : "", o->message);
         if (strcmp(o->phase, CTF_STATUS_RUNNING) == 0 && !ctf_str2(chal, "status", "startedAt"))
             kop_metric_observe(op->ready_seconds, NULL, difftime(time(NULL), ctf_created_at(chal)));
     }
 out:
+    json_decref(written);
+    json_decref(stored);
     json_decref(status);
     return err;
 }

@@ -246,6 +246,11 @@ kop_err ctf_update_gate(ctf_operator *op, const json_t *chal, const json_t *def,
      * leader): the replacement goes on, counted in the seeded ledger. */
     bool was_updating = kop_streq(ctf_str2(chal, "status", "currentStatus"), CTF_STATUS_UPDATING);
     pass->verdict = ctf_update_decide(&u, running, current, started(chal));
+    /* Nothing cached yet (a first apply): the instance runs what this pass applies. */
+    if (run.generation == 0 && pass->verdict == CTF_UPDATE_APPLY) {
+        pass->generation = kop_meta_generation(def);
+        snprintf(pass->version, sizeof pass->version, "%s", current);
+    }
     if ((pass->verdict == CTF_UPDATE_ROLL || was_updating) &&
         !ctf_rollout_seeded(op->rollout, key))
         seed(op, def, key, current);
@@ -268,9 +273,14 @@ void ctf_update_observed(const json_t *chal, const json_t *def, const ctf_update
     const char *was_msg = ctf_str2(chal, "status", "message");
     const char *was_version = ctf_str2(chal, "status", "definitionVersion");
     int64_t gen = kop_meta_generation(def);
-    o->generation = pass->generation;
-    if (!pass->replacing)
+    /* What the instance runs is said once it runs it: while it is replaced, the status keeps
+     * the generation and version it ran (one status write less per replaced instance). */
+    if (!pass->replacing) {
+        o->generation = pass->generation;
         snprintf(o->version, sizeof o->version, "%s", pass->version);
+    }
+    if (pass->queued) /* it waits for a freed slot to wake it; this in case a wake was lost */
+        o->requeue_ms = ctf_min_positive(o->requeue_ms, UPDATE_QUEUED_RECHECK_MS);
     if (o->reason)
         return; /* an Error says why; the slot stays held: the rollout waits */
     /* Updating until the replacement is over (the slot given back), also while the old pod
@@ -284,12 +294,6 @@ void ctf_update_observed(const json_t *chal, const json_t *def, const ctf_update
          * priority this held-back pass lends them (reconcile.c), so the slot is given
          * back ahead of the events of instances still waiting for theirs. */
         o->requeue_ms = UPDATE_REPLACING_RECHECK_MS;
-        return;
-    }
-    if (pass->queued && strcmp(o->phase, CTF_STATUS_RUNNING) == 0) {
-        snprintf(o->message, sizeof o->message,
-                 "instance running; waiting for its turn to be updated");
-        o->requeue_ms = ctf_min_positive(o->requeue_ms, UPDATE_QUEUED_RECHECK_MS);
         return;
     }
     if (strcmp(o->phase, CTF_STATUS_RUNNING) != 0)

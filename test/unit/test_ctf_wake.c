@@ -1,0 +1,131 @@
+/*
+ * test_ctf_wake.c - which updates of an instance's children wake its
+ * Challenge (operators/ctf/core/wake.c): a pod's waiting reason, a slice
+ * gaining or losing its ready endpoint, a Deployment's generation, version
+ * annotations, replicas or rollout counts, and any child's labels or
+ * deletion mark do; a pod bound to its node, an address not yet ready, a
+ * condition's timestamp do not.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "core/wake.h"
+
+static json_t *pod(const char *node, const char *reason)
+{
+    json_t *p = json_pack("{s:{s:s, s:{s:s}}, s:{}, s:{s:[{s:s, s:{}}]}}", "metadata", "name", "p",
+                          "labels", "app", "x", "spec", "status", "containerStatuses", "name",
+                          "main", "state");
+    if (node)
+        json_object_set_new(json_object_get(p, "spec"), "nodeName", json_string(node));
+    json_t *state = json_object_get(json_array_get(json_object_get(json_object_get(p, "status"),
+                                                                   "containerStatuses"), 0),
+                                    "state");
+    if (reason)
+        json_object_set_new(state, "waiting", json_pack("{s:s}", "reason", reason));
+    else
+        json_object_set_new(state, "running", json_object());
+    return p;
+}
+
+static void test_pod(void **state)
+{
+    (void)state;
+    json_t *a = pod(NULL, "ContainerCreating"), *bound = pod("node-1", "ContainerCreating");
+    json_t *pulling = pod("node-1", "ImagePullBackOff"), *running = pod("node-1", NULL);
+    assert_false(ctf_wake_pod(a, bound, NULL)); /* bound to its node: nothing a pass reads */
+    assert_true(ctf_wake_pod(bound, pulling, NULL));
+    assert_true(ctf_wake_pod(pulling, running, NULL));
+    assert_false(ctf_wake_pod(running, running, NULL));
+    json_t *relabelled = json_deep_copy(running), *going = json_deep_copy(running);
+    json_object_set_new(json_object_get(json_object_get(relabelled, "metadata"), "labels"), "app",
+                        json_string("y"));
+    json_object_set_new(json_object_get(going, "metadata"), "deletionTimestamp",
+                        json_string("2026-11-27T18:00:00Z"));
+    assert_true(ctf_wake_pod(running, relabelled, NULL));
+    assert_true(ctf_wake_pod(running, going, NULL));
+    json_t *none = json_pack("{s:{s:s}}", "metadata", "name", "p"); /* no status yet */
+    assert_true(ctf_wake_pod(none, a, NULL));
+    assert_false(ctf_wake_pod(none, none, NULL));
+    json_decref(a);
+    json_decref(bound);
+    json_decref(pulling);
+    json_decref(running);
+    json_decref(relabelled);
+    json_decref(going);
+    json_decref(none);
+}
+
+static void test_slice(void **state)
+{
+    (void)state;
+    json_t *empty = json_pack("{s:{s:s}, s:[]}", "metadata", "name", "s", "endpoints");
+    json_t *unready = json_pack("{s:{s:s}, s:[{s:[s], s:{s:b}}]}", "metadata", "name", "s",
+                                "endpoints", "addresses", "10.0.0.1", "conditions", "ready", 0);
+    json_t *ready = json_pack("{s:{s:s}, s:[{s:[s], s:{s:b}}]}", "metadata", "name", "s",
+                              "endpoints", "addresses", "10.0.0.1", "conditions", "ready", 1);
+    json_t *implicit = json_pack("{s:{s:s}, s:[{s:[s]}]}", "metadata", "name", "s", "endpoints",
+                                 "addresses", "10.0.0.2");
+    assert_false(ctf_slice_ready(empty));
+    assert_false(ctf_slice_ready(unready));
+    assert_true(ctf_slice_ready(ready));
+    assert_true(ctf_slice_ready(implicit)); /* an absent condition is ready */
+    assert_false(ctf_wake_slice(empty, unready, NULL)); /* an address, not ready yet */
+    assert_true(ctf_wake_slice(unready, ready, NULL));
+    assert_false(ctf_wake_slice(ready, implicit, NULL)); /* still a ready endpoint */
+    assert_true(ctf_wake_slice(ready, empty, NULL));
+    json_decref(empty);
+    json_decref(unready);
+    json_decref(ready);
+    json_decref(implicit);
+}
+
+static json_t *deployment(int gen, const char *version, int want, int available)
+{
+    return json_pack("{s:{s:s, s:i, s:{s:s}}, s:{s:i}, s:{s:i, s:i, s:i, s:i, s:[{s:s}]}}",
+                     "metadata", "name", "d", "generation", gen, "annotations",
+                     "ctf.kopc.io/version", version, "spec", "replicas", want, "status",
+                     "observedGeneration", gen, "replicas", want, "updatedReplicas", want,
+                     "availableReplicas", available, "conditions", "lastUpdateTime",
+                     "2026-11-27T18:00:00Z");
+}
+
+static void test_deployment(void **state)
+{
+    (void)state;
+    json_t *d = deployment(1, "v1", 1, 1), *same = deployment(1, "v1", 1, 1);
+    json_object_set_new(json_array_get(json_object_get(json_object_get(same, "status"),
+                                                       "conditions"), 0),
+                        "lastUpdateTime", json_string("2026-11-27T18:00:05Z"));
+    assert_false(ctf_wake_deployment(d, same, NULL)); /* a condition's timestamp */
+    json_t *edited = deployment(2, "v1", 1, 1), *versioned = deployment(1, "v2", 1, 1);
+    json_t *scaled = deployment(1, "v1", 2, 1), *down = deployment(1, "v1", 1, 0);
+    assert_true(ctf_wake_deployment(d, edited, NULL));
+    assert_true(ctf_wake_deployment(d, versioned, NULL));
+    assert_true(ctf_wake_deployment(d, scaled, NULL));
+    assert_true(ctf_wake_deployment(d, down, NULL));
+    json_t *rolled = deployment(1, "v1", 1, 1);
+    json_object_set_new(json_object_get(rolled, "status"), "updatedReplicas", json_integer(0));
+    assert_true(ctf_wake_deployment(d, rolled, NULL));
+    json_decref(d);
+    json_decref(same);
+    json_decref(edited);
+    json_decref(versioned);
+    json_decref(scaled);
+    json_decref(down);
+    json_decref(rolled);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pod),
+        cmocka_unit_test(test_slice),
+        cmocka_unit_test(test_deployment),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
