@@ -20,7 +20,14 @@
 #   - renewal, as `cmctl renew` asks for it (the Issuing condition): a new
 #     key and certificate in the Secret, the new CA injected, and the same
 #     operator pods, not restarted, serve the new certificate (asked of each
-#     pod: they reloaded the files the kubelet updated); the webhooks answer.
+#     pod: they reloaded the files the kubelet updated); the webhooks answer;
+#   - helm upgrade (the pods roll) keeps the Secret and the injected
+#     caBundles (Helm's three-way merge leaves fields it never set); the
+#     webhooks answer;
+#   - webhook.certManager.issuerRef (helm upgrade): a CA ClusterIssuer of
+#     the user's re-issues the certificate, its CA injected and served;
+#   - kustomize's config/with-webhook (after helm uninstall, the CRDs kept):
+#     its Issuer and Certificate Ready, the CA injected, the webhooks answer.
 # The apiserver reaches the webhook's pods directly
 # (--enable-aggregator-routing: the devcluster's apiserver runs on the host,
 # which has no route to Service IPs).
@@ -54,6 +61,7 @@ NS=ctf-system
 DEFS=challengedefinitions.ctf.kopc.io
 CHALS=challenges.ctf.kopc.io
 WH=ctf-kopc-ctf-webhook
+VWC=ctf-kopc-ctf
 h() { "$HELM" --kubeconfig "$DIR/kubeconfig" "$@"; }
 
 log "a devcluster with a real node and the operator's image; cert-manager beside it"
@@ -110,7 +118,7 @@ log "the cainjector filled every caBundle"
 # webhook), one a line.
 bundles() {
     secret_field 'ca\.crt'; echo
-    k get validatingwebhookconfiguration ctf-kopc-ctf -o jsonpath='{.webhooks[0].clientConfig.caBundle}'; echo
+    k get validatingwebhookconfiguration "$VWC" -o jsonpath='{.webhooks[0].clientConfig.caBundle}'; echo
     k get crd $DEFS -o jsonpath='{.spec.conversion.webhook.clientConfig.caBundle}'; echo
 }
 # injected [exact]: the Secret's CA is in both bundles (exact: is each; a
@@ -152,6 +160,23 @@ ok "a Challenge naming a missing definition refused with the operator's message;
 log "renewal: a new certificate, injected, served by the same pods after reloading"
 pods() { k -n $NS get pods -l app.kubernetes.io/component=operator \
     -o jsonpath='{range .items[*]}{.metadata.uid}/{.status.containerStatuses[0].restartCount}{"\n"}{end}' | sort; }
+# pods_serve CERT: each operator pod serves CERT (PEM) on its webhook port,
+# asked directly through a port-forward.
+pods_serve() {
+    local want pod pf port
+    want=$(grep -v -- '-----' "$1" | tr -d '\n')
+    for pod in $(k -n $NS get pods -l app.kubernetes.io/component=operator -o jsonpath='{.items[*].metadata.name}'); do
+        k -n $NS port-forward "pod/$pod" "0:9443" >"$WORK/pf-$pod.log" 2>&1 &
+        pf=$!
+        PF_PID=$pf
+        wait_for 30 "a port-forward to $pod" grep -q 'Forwarding from 127.0.0.1:' "$WORK/pf-$pod.log"
+        port=$(sed -n 's/^Forwarding from 127.0.0.1:\([0-9]*\) .*/\1/p' "$WORK/pf-$pod.log" | head -1)
+        served() { openssl s_client -connect "127.0.0.1:$port" -servername "$WH.$NS.svc" </dev/null 2>/dev/null |
+            openssl x509 -outform PEM | grep -v -- '-----' | tr -d '\n' >"$WORK/served" && [ "$(cat "$WORK/served")" = "$want" ]; }
+        wait_for 180 "$pod to serve the certificate in $1" served
+        kill "$pf" 2>/dev/null || true
+    done
+}
 pods >"$WORK/pods1"
 revision=$(k -n $NS get certificate "$WH" -o jsonpath='{.status.revision}')
 # What `cmctl renew` does: the Issuing condition, reason ManuallyTriggered.
@@ -170,22 +195,64 @@ wait_for 120 "the new CA in the webhook's and the conversion's caBundle" injecte
 # updates the mounted Secret (within its sync period), the operator
 # reloads the files. Asked of each pod directly: the apiserver trusts the
 # old CA too (the cainjector appends), so its calls alone would not tell.
-new_pem=$(grep -v -- '-----' "$WORK/tls2.crt" | tr -d '\n')
-for pod in $(k -n $NS get pods -l app.kubernetes.io/component=operator -o jsonpath='{.items[*].metadata.name}'); do
-    k -n $NS port-forward "pod/$pod" "0:9443" >"$WORK/pf-$pod.log" 2>&1 &
-    pf=$!
-    PF_PID=$pf
-    wait_for 30 "a port-forward to $pod" grep -q 'Forwarding from 127.0.0.1:' "$WORK/pf-$pod.log"
-    port=$(sed -n 's/^Forwarding from 127.0.0.1:\([0-9]*\) .*/\1/p' "$WORK/pf-$pod.log" | head -1)
-    served() { openssl s_client -connect "127.0.0.1:$port" -servername "$WH.$NS.svc" </dev/null 2>/dev/null |
-        openssl x509 -outform PEM | grep -v -- '-----' | tr -d '\n' >"$WORK/served" && [ "$(cat "$WORK/served")" = "$new_pem" ]; }
-    wait_for 180 "$pod to serve the renewed certificate" served
-    kill "$pf" 2>/dev/null || true
-done
+pods_serve "$WORK/tls2.crt"
 pods >"$WORK/pods2"
 cmp -s "$WORK/pods1" "$WORK/pods2" || fail "the operator's pods changed or restarted: $(cat "$WORK/pods1") -> $(cat "$WORK/pods2")"
 refused || fail "after the renewal, not the operator's refusal: $out"
 converts 3 || fail "after the renewal, conversion failed"
 cert_manager_alive
 ok "renewed: a new key and certificate, the new CA injected, both pods serve it without a restart; refusal and conversion answer"
+
+log "helm upgrade keeps what cert-manager made: the Secret, the injected caBundles"
+bundles >"$WORK/bundles.before"
+h upgrade ctf "$CHART" -n $NS "${set_args[@]}" --set operator.workers=8 --wait --timeout 5m \
+    >"$WORK/upgrade.log" 2>&1 || { cat "$WORK/upgrade.log"; fail "helm upgrade"; }
+k -n $NS rollout status deploy/ctf-kopc-ctf --timeout=180s >/dev/null || fail "the upgraded operator did not roll out"
+bundles >"$WORK/bundles.after"
+cmp -s "$WORK/bundles.before" "$WORK/bundles.after" ||
+    fail "helm upgrade changed the Secret or a caBundle cert-manager filled: $(diff "$WORK/bundles.before" "$WORK/bundles.after" | cut -c1-80)"
+pods >"$WORK/pods3"
+cmp -s "$WORK/pods2" "$WORK/pods3" && fail "helm upgrade did not roll the operator's pods"
+refused || fail "after helm upgrade, not the operator's refusal: $out"
+converts 5 || fail "after helm upgrade, conversion failed"
+ok "helm upgrade (the pods rolled): the Secret and every caBundle unchanged; refusal and conversion answer"
+
+log "webhook.certManager.issuerRef: the user's CA ClusterIssuer instead of the chart's Issuer"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=kopc-test-user-ca \
+    -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
+    -keyout "$WORK/userca.key" -out "$WORK/userca.crt" 2>/dev/null || fail "openssl: the user's CA"
+# A ClusterIssuer's Secret lives in cert-manager's cluster resource namespace (kube-system here).
+k -n kube-system create secret tls user-ca --cert="$WORK/userca.crt" --key="$WORK/userca.key" >/dev/null
+printf 'apiVersion: cert-manager.io/v1\nkind: ClusterIssuer\nmetadata: {name: user-ca}\nspec: {ca: {secretName: user-ca}}\n' |
+    k apply -f - >/dev/null
+wait_for 120 "ClusterIssuer user-ca Ready" ready clusterissuer user-ca
+h upgrade ctf "$CHART" -n $NS "${set_args[@]}" --set operator.workers=8 \
+    --set webhook.certManager.issuerRef.kind=ClusterIssuer --set webhook.certManager.issuerRef.name=user-ca \
+    --wait --timeout 5m >"$WORK/upgrade2.log" 2>&1 || { cat "$WORK/upgrade2.log"; fail "helm upgrade with issuerRef"; }
+k -n $NS get issuer "$WH-selfsigned" >/dev/null 2>&1 && fail "the chart's Issuer remains with issuerRef set"
+user_ca() { secret_field 'ca\.crt' | base64 -d >"$WORK/ca3.crt" && cmp -s "$WORK/ca3.crt" "$WORK/userca.crt" && ready certificate "$WH"; }
+wait_for 120 "the Certificate re-issued by ClusterIssuer user-ca" user_ca
+secret_field 'tls\.crt' | base64 -d >"$WORK/tls3.crt"
+openssl verify -CAfile "$WORK/userca.crt" "$WORK/tls3.crt" >/dev/null || fail "the certificate is not signed by the user's CA"
+wait_for 120 "the user's CA in the webhook's and the conversion's caBundle" injected
+pods_serve "$WORK/tls3.crt"
+refused || fail "with issuerRef, not the operator's refusal: $out"
+converts 6 || fail "with issuerRef, conversion failed"
+ok "issuerRef: the chart's Issuer gone, the certificate re-issued by the user's CA ClusterIssuer, that CA injected and served; refusal and conversion answer"
+
+log "helm uninstall, then kustomize's config/with-webhook with the same cert-manager"
+h uninstall ctf -n $NS --wait --timeout 2m >/dev/null || fail "helm uninstall"
+NS=kopc-system WH=kopc-ctf-operator-webhook VWC=kopc-ctf-operator
+image_overlay "$WORK/overlay" "$SRC/config/with-webhook" "$VERSION"
+k apply -k "$WORK/overlay" >"$WORK/apply.log" 2>&1 || { cat "$WORK/apply.log"; fail "kubectl apply -k config/with-webhook"; }
+wait_for 120 "Issuer kopc-ctf-operator-selfsigned Ready" ready issuer kopc-ctf-operator-selfsigned
+wait_for 120 "Certificate $WH Ready" ready certificate "$WH"
+[ "$(k -n $NS get secret "$WH-cert" -o jsonpath='{.metadata.annotations.cert-manager\.io/certificate-name}')" = "$WH" ] ||
+    fail "config/with-webhook's Secret was not written by cert-manager"
+check_deployment $NS kopc-ctf-operator kopc-ctf-operator "$OP_IMAGE:$VERSION"
+# The CRDs kept from the release still hold its CA: the cainjector adds the new one.
+wait_for 120 "the cainjector to put config/with-webhook's CA in the webhook and the conversion" injected
+refused || fail "config/with-webhook: not the operator's refusal: $out"
+converts 7 || fail "config/with-webhook: conversion failed"
+ok "config/with-webhook: Issuer and Certificate Ready, the Secret cert-manager's, its CA injected; refusal and conversion answer"
 echo "PASS: $passed checks"
