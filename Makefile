@@ -170,8 +170,8 @@ gateway: go-check
 # pinned in tools/cert-manager/go.mod (the programs there run the main
 # module's controllers: the release's cmd/ modules are not on the Go proxy),
 # and its CRDs rendered from that module's chart by build/bin/helm
-# (crds.enabled). Cold: about a minute on 2 cores beside a warm devcluster
-# build (the Kubernetes modules are shared); warm: seconds.
+# (crds.enabled). First build about a minute on 2 cores once the devcluster's
+# are in Go's caches (measured at nice 19); then seconds.
 CERT_MANAGER_VERSION := $(shell awk '$$1 == "require" && $$2 == "github.com/cert-manager/cert-manager" { print $$3; exit }' tools/cert-manager/go.mod)
 CERT_MANAGER_LDFLAGS := -s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$(CERT_MANAGER_VERSION)
 .PHONY: cert-manager
