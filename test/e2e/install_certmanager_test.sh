@@ -47,9 +47,9 @@ e2e_init install-certmanager cm_cleanup
 fail() {
     printf 'FAIL: %s\n' "$*" >&2
     if [ -f "$DIR/kubeconfig" ]; then
-        k -n ctf-system get certificate,certificaterequest,issuer -o wide >&2 2>&1 || true
-        k -n ctf-system get pods -o wide >&2 2>&1 || true
-        k -n ctf-system logs -l app.kubernetes.io/component=operator --tail=20 --prefix >&2 2>&1 || true
+        k -n "${NS:-ctf-system}" get certificate,certificaterequest,issuer -o wide >&2 2>&1 || true
+        k -n "${NS:-ctf-system}" get pods -o wide >&2 2>&1 || true
+        k -n "${NS:-ctf-system}" logs -l app.kubernetes.io/component=operator --tail=20 --prefix >&2 2>&1 || true
     fi
     cert_manager_logs
     real_node_logs "$DIR" >&2
