@@ -7,6 +7,7 @@
 #   make fuzz    run every fuzz target for FUZZ_SECONDS (default 600) each
 #   make install PREFIX=DIR   libkop (static, shared), headers, kop.pc, CMake package
 #   make helm    build/bin/helm, the Helm CLI pinned in tools/helm/go.mod
+#   make cert-manager   build/bin/cert-manager-{controller,cainjector} and its CRDs, for e2e_install_certmanager
 #   make image   the operator's container image IMAGE (docker, podman or, with no daemon, buildah; not in make test)
 #   make image-check   both Dockerfiles (the operator's, a kop-gen project's) built with buildah and run (minutes; not in make test)
 #   make image-e2e   the Dockerfile's image deployed with kubectl apply -k on a real-node devcluster (not in make test)
@@ -163,6 +164,27 @@ gateway: go-check
 	 rm -rf $(BIN)/gateway-api-crds && mkdir -p $(BIN)/gateway-api-crds && \
 	 cp $$crds/gateway.networking*.yaml $(BIN)/gateway-api-crds/ && \
 	 rm -f $(BIN)/gateway-api-crds/*_vap_*.yaml
+
+# cert-manager for the webhook certificate's e2e test (e2e_install_certmanager,
+# docs/operations.md): its controller and cainjector built from the release
+# pinned in tools/cert-manager/go.mod (the programs there run the main
+# module's controllers: the release's cmd/ modules are not on the Go proxy),
+# and its CRDs rendered from that module's chart by build/bin/helm
+# (crds.enabled). First build about a minute on 2 cores once the devcluster's
+# are in Go's caches (measured at nice 19); then seconds.
+CERT_MANAGER_VERSION := $(shell awk '$$1 == "require" && $$2 == "github.com/cert-manager/cert-manager" { print $$3; exit }' tools/cert-manager/go.mod)
+CERT_MANAGER_LDFLAGS := -s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$(CERT_MANAGER_VERSION)
+.PHONY: cert-manager
+test test-e2e: cert-manager
+cert-manager: go-check helm
+	@mkdir -p $(BIN)
+	cd tools/cert-manager && $(GO) build -ldflags '$(CERT_MANAGER_LDFLAGS)' -o ../../$(BIN)/cert-manager-controller ./controller
+	cd tools/cert-manager && $(GO) build -ldflags '$(CERT_MANAGER_LDFLAGS)' -o ../../$(BIN)/cert-manager-cainjector ./cainjector
+	@chart=$$(cd tools/cert-manager && $(GO) list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)/deploy/charts/cert-manager; \
+	 [ -f $$chart/templates/crd-cert-manager.io_certificates.yaml ] || { echo "make: no cert-manager CRDs in $$chart"; exit 1; }; \
+	 $(HELM) template cert-manager $$chart --namespace cert-manager --set crds.enabled=true \
+	   $$(cd $$chart && printf -- '--show-only %s ' templates/crd-*.yaml) >$(BIN)/cert-manager-crds.yaml.tmp && \
+	 mv $(BIN)/cert-manager-crds.yaml.tmp $(BIN)/cert-manager-crds.yaml
 
 # The browser test's npm packages (playwright-core; the browser is Debian's
 # chromium), installed again whenever package-lock.json changes.
