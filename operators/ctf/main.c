@@ -335,6 +335,7 @@ int main(int argc, char **argv)
     ctf_admission_free(op.admission);
     ctf_applied_free(op.applied);
     ctf_written_free(op.written);
+    ctf_census_free(op.census);
     ctf_rollout_free(op.rollout);
     ctf_fresh_free(op.fresh);
     ctf_pool_free(op.pool);

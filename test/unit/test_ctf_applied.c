@@ -125,6 +125,10 @@ static void test_stamp_and_seed(void **state)
     assert_int_equal(ctf_applied_stamp(json_array_get(x, 0), "", 1), KOP_EINVAL);
     assert_int_equal(ctf_applied_stamp(json_array_get(x, 0), "abc", 1), KOP_EINVAL);
     assert_int_equal(ctf_applied_stamp(json_array_get(x, 0), d, -1), KOP_EINVAL);
+    char not_hex[CTF_DIGEST_HEX];
+    memset(not_hex, 'z', CTF_DIGEST_HEX - 1);
+    not_hex[CTF_DIGEST_HEX - 1] = '\0';
+    assert_int_equal(ctf_applied_stamp(json_array_get(x, 0), not_hex, 1), KOP_EINVAL);
 
     /* The newer of two stamps wins; a stamp from before times counts as the oldest; what is
      * not a stamp is none. */

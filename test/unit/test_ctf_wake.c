@@ -38,9 +38,11 @@ static void test_pod(void **state)
     json_t *a = pod(NULL, "ContainerCreating"), *bound = pod("node-1", "ContainerCreating");
     json_t *pulling = pod("node-1", "ImagePullBackOff"), *running = pod("node-1", NULL);
     assert_false(ctf_wake_pod(a, bound, NULL)); /* bound to its node: nothing a pass reads */
+    assert_true(ctf_pod_waiting(a));
     assert_true(ctf_wake_pod(bound, pulling, NULL));
     assert_true(ctf_wake_pod(pulling, running, NULL));
     assert_false(ctf_wake_pod(running, running, NULL));
+    assert_false(ctf_pod_waiting(running));
     json_t *relabelled = json_deep_copy(running), *going = json_deep_copy(running);
     json_object_set_new(json_object_get(json_object_get(relabelled, "metadata"), "labels"), "app",
                         json_string("y"));

@@ -43,6 +43,14 @@ static bool pod_failure(ctf_operator *op, const char *ns, ctf_observation *o)
     json_t *pods = NULL, *pod, *cs;
     size_t i, j;
     bool found = false;
+    kop_index_page one = {.max = 1};
+    json_t *keys = NULL;
+    /* Only an instance with a container waiting can have one that cannot start: the index
+     * says so without reading its pods. */
+    kop_err err = kop_informer_index_keys(op->pods, CTF_INDEX_WAITING, ns, &one, &keys);
+    json_decref(keys);
+    if (err == KOP_OK && one.total == 0)
+        return false;
     if (kop_informer_list(op->pods, ns, &pods))
         return false;
     json_array_foreach(pods, i, pod)

@@ -17,6 +17,7 @@
 
 #include "core/admission.h"
 #include "core/applied.h"
+#include "core/census.h"
 #include "core/duration.h"
 #include "core/flag.h"
 #include "core/fresh.h"
@@ -78,6 +79,7 @@ typedef struct ctf_operator {
     ctf_admission *admission; /* the quotas, asked by the reconciler and the API */
     ctf_applied *applied;     /* what each instance was last applied as */
     ctf_written *written;     /* the status last written to each Challenge, till cached */
+    ctf_census *census;       /* the Challenges of each definition by generation run */
     ctf_rollout *rollout;     /* the instances being replaced by a new version (update.c) */
     ctf_fresh *fresh;         /* the definitions' quorum reads a burst of claims shares */
     ctf_pool *pool;           /* the warm pools: their controller and the claims made */
@@ -96,13 +98,16 @@ typedef struct ctf_operator {
  * Indexes of the caches: Challenges by spec.definition, by spec.team and
  * by status.reason (to find those refused for quota when a slot frees);
  * instance namespaces by the name of the Challenge they were made for, to
- * find an orphan without a scan.
+ * find an orphan without a scan; pods with a container waiting, by
+ * namespace, so that a pass reads an instance's pods only when one may
+ * not start.
  */
 #define CTF_INDEX_DEFINITION "definition"
 #define CTF_INDEX_TEAM       "team"
 #define CTF_INDEX_REASON     "reason"
 #define CTF_INDEX_CHALLENGE  "challenge"
 #define CTF_INDEX_POOL       "pool" /* warm namespaces by their definition's name */
+#define CTF_INDEX_WAITING    "waiting" /* pods with a container waiting, by namespace */
 
 /* ---- setup.c: the controller, its caches, indexes and watches ---- */
 

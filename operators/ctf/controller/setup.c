@@ -79,6 +79,23 @@ static void fresh_delete(const json_t *c, void *user)
     ctf_written_forget(((ctf_operator *)user)->written, kop_meta_uid(c));
 }
 
+/* The census of each definition's instances follows the Challenges' cache (core/census.h). */
+static void census_seen(const json_t *c, void *user)
+{
+    ctf_census_seen(((ctf_operator *)user)->census, c);
+}
+
+static void census_update(const json_t *old, const json_t *c, void *user)
+{
+    (void)old;
+    ctf_census_seen(((ctf_operator *)user)->census, c);
+}
+
+static void census_gone(const json_t *c, void *user)
+{
+    ctf_census_gone(((ctf_operator *)user)->census, kop_meta_uid(c));
+}
+
 /* Indexes of Challenges by spec.definition and by spec.team (any namespace). */
 static size_t index_definition(const json_t *c, const char **values, size_t max, void *user)
 {
@@ -108,6 +125,15 @@ static size_t index_challenge(const json_t *n, const char **values, size_t max, 
 {
     (void)user;
     values[0] = max ? kop_meta_label(n, "ctf.kopc.io/challenge") : NULL;
+    return values[0] ? 1 : 0;
+}
+
+/* index_waiting: pods by their namespace, those with a container waiting only (the
+ * instances a pass must look at for an image that cannot be pulled, a crash loop). */
+static size_t index_waiting(const json_t *pod, const char **values, size_t max, void *user)
+{
+    (void)user;
+    values[0] = max && ctf_pod_waiting(pod) ? kop_meta_namespace(pod) : NULL;
     return values[0] ? 1 : 0;
 }
 
@@ -208,6 +234,12 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
     if (!err)
         err = ctf_written_new(&op->written);
     if (!err)
+        err = ctf_census_new(&op->census);
+    if (!err) {
+        kop_informer_handler h = {census_seen, census_update, census_gone, op, KOP_OLD_UNUSED};
+        err = kop_informer_add_handler(op->challenges, &h);
+    }
+    if (!err)
         err = ctf_rollout_new(&op->rollout);
     if (!err)
         err = ctf_fresh_new(&op->fresh);
@@ -256,6 +288,8 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
         err = kop_manager_informer(op->mgr, &CTF_DEPLOYMENTS, NULL, CTF_MANAGED, &op->deployments);
     if (!err)
         err = kop_manager_informer(op->mgr, &CTF_PODS, NULL, CTF_MANAGED, &op->pods);
+    if (!err)
+        err = kop_informer_add_index(op->pods, CTF_INDEX_WAITING, index_waiting, NULL);
     if (!err)
         err = kop_manager_informer(op->mgr, &CTF_SERVICES, NULL, CTF_MANAGED, &op->services);
     if (!err)

@@ -97,7 +97,7 @@ static bool status_equal(const json_t *a, const json_t *b)
             x = NULL;
         if (json_is_null(y))
             y = NULL;
-        if (!(x == y || (x && y && json_equal(x, y))))
+        if (!ctf_json_same(x, y))
             return false;
     }
     return true;

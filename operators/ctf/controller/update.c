@@ -333,37 +333,21 @@ void ctf_update_forget(ctf_operator *op, const json_t *chal)
 
 long ctf_update_report(ctf_operator *op, const kop_reconcile *req, const json_t *def)
 {
-    json_t *chals = NULL, *c;
-    size_t i;
-    int current = 0, updating = 0, behind = 0;
     ctf_update_spec u;
     int64_t gen = kop_meta_generation(def);
     char key[CTF_TEAM_KEY_SIZE];
     long wait_ms = 0;
     def_key(def, key, sizeof key);
-    /* Each pass walks every instance of the definition: counted at most once a second
-     * (a rolling update of 1,000 instances woke it at each of their 2,000 transitions). */
+    /* Written at most once a second (a rolling update of 1,000 instances woke it at each of
+     * their 2,000 transitions); the counts are the census's (core/census.h), not a walk. */
     if (!ctf_rollout_report_due(op->rollout, key, kop_mono_ms(), UPDATE_REPORT_EVERY_MS,
                                 &wait_ms))
         return wait_ms;
-    if (ctf_update_parse(def, &u, NULL) != KOP_OK ||
-        kop_informer_by_index(op->challenges, CTF_INDEX_DEFINITION, kop_meta_name(def), &chals) !=
-            KOP_OK)
+    if (ctf_update_parse(def, &u, NULL) != KOP_OK)
         return 0;
-    json_array_foreach(chals, i, c)
-    {
-        const char *phase = ctf_str2(c, "status", "currentStatus");
-        json_int_t runs = json_integer_value(ctf_get2(c, "status", "definitionGeneration"));
-        if (!kop_streq(kop_meta_namespace(c), kop_meta_namespace(def)) || kop_meta_is_deleting(c))
-            continue;
-        if (kop_streq(phase, CTF_STATUS_UPDATING))
-            updating++;
-        else if (runs >= gen)
-            current++;
-        else if (runs > 0)
-            behind++;
-    }
-    json_decref(chals);
+    ctf_census_counts n = ctf_census_count(op->census, kop_meta_namespace(def), kop_meta_name(def),
+                                           gen);
+    int current = n.current, updating = n.updating, behind = n.behind;
     long again = updating > 0 || (behind > 0 && u.strategy != CTF_UPDATE_ON_NEXT_START)
                      ? UPDATE_REPORT_AGAIN_MS
                      : 0;

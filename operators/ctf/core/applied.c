@@ -203,20 +203,20 @@ void ctf_applied_children_keep(ctf_applied *a, const char *uid, json_t *children
     pthread_mutex_unlock(&a->lock);
 }
 
-kop_err ctf_applied_stamp(json_t *child, const char *digest, int64_t wall_ms)
-{
-    char value[CTF_STAMP_SIZE];
-    if (!child || !digest || strlen(digest) != CTF_DIGEST_HEX - 1 || wall_ms < 0)
-        return KOP_EINVAL;
-    snprintf(value, sizeof value, "%lld:%s", (long long)wall_ms, digest);
-    return kop_meta_set_annotation(child, CTF_ANNOTATION_APPLIED, value) ? KOP_OK : KOP_ENOMEM;
-}
-
 /* is_digest: s is exactly a digest's lowercase hex. */
 static bool is_digest(const char *s)
 {
     size_t n = strspn(s, "0123456789abcdef");
     return n == CTF_DIGEST_HEX - 1 && s[n] == '\0';
+}
+
+kop_err ctf_applied_stamp(json_t *child, const char *digest, int64_t wall_ms)
+{
+    char value[CTF_STAMP_SIZE];
+    if (!child || !digest || !is_digest(digest) || wall_ms < 0)
+        return KOP_EINVAL;
+    snprintf(value, sizeof value, "%lld:%s", (long long)wall_ms, digest);
+    return kop_meta_set_annotation(child, CTF_ANNOTATION_APPLIED, value) ? KOP_OK : KOP_ENOMEM;
 }
 
 /* stamp_parse: stamp's time (0 without one) and its digest (borrowed); false when not one. */

@@ -73,4 +73,11 @@ static inline const char *ctf_str2(const json_t *obj, const char *a, const char 
     return json_string_value(ctf_get2(obj, a, b));
 }
 
+/* ctf_json_same: a and b (either may be absent: NULL) hold the same value; json_equal
+ * calls two absent values different. */
+static inline bool ctf_json_same(const json_t *a, const json_t *b)
+{
+    return a == b || (a && b && json_equal(a, b));
+}
+
 #endif /* CTF_CORE_JSON_H */

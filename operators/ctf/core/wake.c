@@ -10,18 +10,12 @@
 #include "core/json.h"
 #include "core/wake.h"
 
-/* same: a and b (either may be absent) hold the same value. */
-static bool same(const json_t *a, const json_t *b)
-{
-    return a == b || (a && b && json_equal(a, b));
-}
-
 /* same_meta: the labels and the deletion mark of a and b are the same. */
 static bool same_meta(const json_t *a, const json_t *b)
 {
-    return same(ctf_get2(a, "metadata", "labels"), ctf_get2(b, "metadata", "labels")) &&
-           same(ctf_get2(a, "metadata", "deletionTimestamp"),
-                ctf_get2(b, "metadata", "deletionTimestamp"));
+    return ctf_json_same(ctf_get2(a, "metadata", "labels"), ctf_get2(b, "metadata", "labels")) &&
+           ctf_json_same(ctf_get2(a, "metadata", "deletionTimestamp"),
+                         ctf_get2(b, "metadata", "deletionTimestamp"));
 }
 
 /* waiting_reason: container status cs's waiting reason, or NULL. */
@@ -39,8 +33,20 @@ bool ctf_wake_pod(const json_t *old_obj, const json_t *new_obj, void *user)
         return true;
     for (size_t i = 0; i < json_array_size(b); i++) {
         const json_t *x = json_array_get(a, i), *y = json_array_get(b, i);
-        if (!same(json_object_get(x, "name"), json_object_get(y, "name")) ||
-            !same(waiting_reason(x), waiting_reason(y)))
+        if (!ctf_json_same(json_object_get(x, "name"), json_object_get(y, "name")) ||
+            !ctf_json_same(waiting_reason(x), waiting_reason(y)))
+            return true;
+    }
+    return false;
+}
+
+bool ctf_pod_waiting(const json_t *pod)
+{
+    size_t i;
+    const json_t *cs;
+    json_array_foreach(ctf_get2(pod, "status", "containerStatuses"), i, cs)
+    {
+        if (waiting_reason(cs))
             return true;
     }
     return false;
@@ -69,15 +75,18 @@ bool ctf_wake_deployment(const json_t *old_obj, const json_t *new_obj, void *use
 {
     static const char *const status_fields[] = {"observedGeneration", "replicas",
                                                 "updatedReplicas", "availableReplicas"};
-    (void)user;
-    if (!same_meta(old_obj, new_obj) || kop_meta_generation(old_obj) != kop_meta_generation(new_obj) ||
-        !same(ctf_get2(old_obj, "metadata", "annotations"),
-              ctf_get2(new_obj, "metadata", "annotations")) ||
-        !same(ctf_get2(old_obj, "spec", "replicas"), ctf_get2(new_obj, "spec", "replicas")))
-        return true;
     const json_t *a = json_object_get(old_obj, "status"), *b = json_object_get(new_obj, "status");
+    (void)user;
+    if (!same_meta(old_obj, new_obj) ||
+        kop_meta_generation(old_obj) != kop_meta_generation(new_obj) ||
+        !ctf_json_same(ctf_get2(old_obj, "metadata", "annotations"),
+                       ctf_get2(new_obj, "metadata", "annotations")) ||
+        !ctf_json_same(ctf_get2(old_obj, "spec", "replicas"),
+                       ctf_get2(new_obj, "spec", "replicas")))
+        return true;
     for (size_t i = 0; i < sizeof status_fields / sizeof status_fields[0]; i++)
-        if (!same(json_object_get(a, status_fields[i]), json_object_get(b, status_fields[i])))
+        if (!ctf_json_same(json_object_get(a, status_fields[i]),
+                           json_object_get(b, status_fields[i])))
             return true;
     return false;
 }

@@ -31,6 +31,9 @@ bool ctf_wake_slice(const json_t *old_obj, const json_t *new_obj, void *user);
 /* ctf_wake_deployment: what a pass reads of a Deployment changed (see the note above). */
 bool ctf_wake_deployment(const json_t *old_obj, const json_t *new_obj, void *user);
 
+/* ctf_pod_waiting: a container of pod is waiting, with a reason (pulling, crashing...). */
+bool ctf_pod_waiting(const json_t *pod);
+
 /* ctf_slice_ready: slice has an endpoint that is ready (an absent condition is ready). */
 bool ctf_slice_ready(const json_t *slice);
 

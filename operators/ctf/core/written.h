@@ -34,7 +34,7 @@ typedef struct ctf_written ctf_written;
 KOP_NODISCARD kop_err ctf_written_new(ctf_written **out);
 void ctf_written_free(ctf_written *w);
 
-/* ctf_written_note keeps status (copied) as written to uid at now_ms, stored as resource version rv. */
+/* ctf_written_note keeps status (copied) as written to uid at now_ms, stored as version rv. */
 void ctf_written_note(ctf_written *w, const char *uid, const char *rv, const json_t *status,
                       int64_t now_ms);
 
