@@ -72,6 +72,12 @@ static kop_informer *cache_of(ctf_operator *op, const char *kind)
     return NULL;
 }
 
+/* child_cache: the cache that shows child (cache_of its kind), or NULL. */
+static kop_informer *child_cache(ctf_operator *op, const json_t *child)
+{
+    return cache_of(op, json_string_value(json_object_get(child, "kind")));
+}
+
 /* ctf_apply_seen tells what the caches show of children (ctf_applied_seen). */
 ctf_applied_seen ctf_apply_seen(ctf_operator *op, const json_t *children)
 {
@@ -118,8 +124,7 @@ static bool warm_namespace(const json_t *child)
 /* stamp_cached: the applied digest the caches show on child (borrowed from *hold), or NULL. */
 static const char *stamp_cached(ctf_operator *op, const json_t *child, json_t **hold)
 {
-    const char *kind = child ? json_string_value(json_object_get(child, "kind")) : NULL;
-    kop_informer *cache = child ? cache_of(op, kind) : NULL;
+    kop_informer *cache = child_cache(op, child);
     *hold = NULL;
     if (!cache || kop_informer_dup_metadata(cache, kop_meta_namespace(child), kop_meta_name(child),
                                             hold) != KOP_OK)
@@ -310,13 +315,13 @@ static long stamp_target(ctf_operator *op, const json_t *children, int64_t *skip
     if (w < 0)
         return -1;
     for (t = w; t < n; t++) {
-        if (cache_of(op, json_string_value(json_object_get(json_array_get(children, t), "kind")))) {
+        if (child_cache(op, json_array_get(children, t))) {
             skip[t] = -1;
             return t;
         }
     }
     for (t = w - 1; t >= 0; t--) {
-        if (cache_of(op, json_string_value(json_object_get(json_array_get(children, t), "kind")))) {
+        if (child_cache(op, json_array_get(children, t))) {
             *again = true;
             return t;
         }
