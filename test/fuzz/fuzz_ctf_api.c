@@ -59,9 +59,11 @@ static void route(const char *s)
     FUZZ_CHECK(!r.challenge[0] || kop_meta_is_valid_dns1123_subdomain(r.challenge));
     FUZZ_CHECK(ctf_route_allows(&r, "GET") || ctf_route_allows(&r, "POST") ||
                ctf_route_allows(&r, "DELETE"));
-    /* An admin route that names a team names it as a team route does: a valid label. */
+    /* Every admin route but the three that cover all instances names a team or a
+     * challenge. */
     FUZZ_CHECK(!ctf_route_is_admin(r.kind) || r.kind == CTF_ROUTE_ADMIN_INSTANCES ||
-               r.kind == CTF_ROUTE_ADMIN_EVENTS || r.team[0] || r.challenge[0]);
+               r.kind == CTF_ROUTE_ADMIN_EVENTS || r.kind == CTF_ROUTE_ADMIN_SUMMARY ||
+               r.team[0] || r.challenge[0]);
 }
 
 static void body(const char *s, size_t n)
