@@ -152,13 +152,16 @@ devcluster: go-check gateway
 # tools/traefik/go.mod (cold: 14 min at nice 19 beside a CPU hog on 2 cores,
 # 7.5 min of CPU; warm: seconds), and the Gateway API CRDs of the release
 # pinned in tools/gateway-api/go.mod, copied from the module
-# (config/crd/experimental) beside the devcluster.
+# (config/crd/experimental) beside the devcluster. No code of that module is
+# built, so it is downloaded first: before, `go list -m` names no directory
+# (a cold machine failed here).
 TRAEFIK_VERSION := $(shell awk '$$1 == "github.com/traefik/traefik/v3" { print $$2; exit }' tools/traefik/go.mod)
 .PHONY: gateway
 gateway: go-check
 	@mkdir -p $(BIN)
 	cd tools/traefik && CGO_ENABLED=0 $(GO) build -ldflags '-s -w -X github.com/traefik/traefik/v3/pkg/version.Version=$(TRAEFIK_VERSION)' \
 	    -o ../../$(BIN)/traefik github.com/traefik/traefik/v3/cmd/traefik
+	cd tools/gateway-api && $(GO) mod download sigs.k8s.io/gateway-api
 	@crds=$$(cd tools/gateway-api && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)/config/crd/experimental; \
 	 [ -f $$crds/gateway.networking.k8s.io_tlsroutes.yaml ] || { echo "make: no Gateway API CRDs in $$crds"; exit 1; }; \
 	 rm -rf $(BIN)/gateway-api-crds && mkdir -p $(BIN)/gateway-api-crds && \
