@@ -66,6 +66,7 @@ struct watch_spec {
     kop_map_fn fn; /* NULL: owned child, mapped through its controller reference */
     void *user;
     kop_update_predicate_fn pred; /* NULL: every update enqueues */
+    kop_object_predicate_fn obj_pred; /* NULL: every add and delete enqueues */
     void *pred_user;
 };
 
@@ -255,12 +256,17 @@ static void watched(struct watch_spec *w, const json_t *obj, int priority)
 static void watched_add(const json_t *obj, void *user)
 {
     struct watch_spec *w = user;
+    if (w->obj_pred && !w->obj_pred(obj, w->pred_user))
+        return;
     watched(w, obj, add_priority(w->inf));
 }
 
 static void watched_delete(const json_t *obj, void *user)
 {
-    watched(user, obj, KOP_PRIORITY_HIGH);
+    struct watch_spec *w = user;
+    if (w->obj_pred && !w->obj_pred(obj, w->pred_user))
+        return;
+    watched(w, obj, KOP_PRIORITY_HIGH);
 }
 
 static void watched_update(const json_t *old_obj, const json_t *new_obj, void *user)
@@ -397,7 +403,8 @@ static kop_old_use old_use(bool map_reads_metadata, kop_update_predicate_fn pred
  * (metadata only). */
 static kop_err add_watch(kop_controller *c, const kop_resource *r, const char *labels,
                          kop_map_fn fn, void *user, bool map_reads_metadata,
-                         kop_update_predicate_fn pred, void *pred_user)
+                         kop_update_predicate_fn pred, kop_object_predicate_fn obj_pred,
+                         void *pred_user)
 {
     if (c->nwatches >= MAX_WATCHES)
         return KOP_ETOOBIG;
@@ -407,8 +414,13 @@ static kop_err add_watch(kop_controller *c, const kop_resource *r, const char *l
     if (err)
         return err;
     struct watch_spec *w = &c->watches[c->nwatches];
-    *w = (struct watch_spec){
-        .ctl = c, .inf = inf, .fn = fn, .user = user, .pred = pred, .pred_user = pred_user};
+    *w = (struct watch_spec){.ctl = c,
+                             .inf = inf,
+                             .fn = fn,
+                             .user = user,
+                             .pred = pred,
+                             .obj_pred = obj_pred,
+                             .pred_user = pred_user};
     kop_informer_handler h = {watched_add, watched_update, watched_delete, w,
                               old_use(!fn || map_reads_metadata, pred)};
     err = kop_informer_add_handler(inf, &h);
@@ -422,7 +434,7 @@ kop_err kop_controller_owns(kop_controller *c, const kop_resource *child,
 {
     if (!c || !child)
         return KOP_EINVAL;
-    kop_err err = add_watch(c, child, NULL, NULL, NULL, true, NULL, NULL);
+    kop_err err = add_watch(c, child, NULL, NULL, NULL, true, NULL, NULL, NULL);
     /* add_watch appended the child's watch last: its informer is the cache. */
     if (!err && cache_out)
         *cache_out = c->watches[c->nwatches - 1].inf;
@@ -434,7 +446,8 @@ kop_err kop_controller_watch(kop_controller *c, const kop_controller_watch_opts 
     if (!c || !opts || !opts->resource || !opts->fn)
         return KOP_EINVAL;
     return add_watch(c, opts->resource, opts->label_selector, opts->fn, opts->user,
-                     opts->map_reads_metadata, opts->update_predicate, opts->predicate_user);
+                     opts->map_reads_metadata, opts->update_predicate, opts->object_predicate,
+                     opts->predicate_user);
 }
 
 kop_err kop_controller_watches(kop_controller *c, const kop_resource *r, const char *label_selector,
@@ -539,16 +552,20 @@ static void reconcile_key(kop_controller *c, const char *key, int priority)
     kop_metric_inc(rm->total, outcome);
     int prio = requeue_priority(&res, priority);
 
+    /* This pass's requeue (or none) replaces the one the key's previous pass asked for:
+     * held back, that one would come as one more pass after this one, with nothing new
+     * to see (controller-runtime keeps both). Held-back adds that no pass made stay. */
     switch (res.kind) {
     case KOP_RESULT_DONE:
         kop_workqueue_forget(c->queue, key);
+        kop_workqueue_drop_replaceable(c->queue, key);
         break;
     case KOP_RESULT_REQUEUE_AFTER:
         kop_workqueue_forget(c->queue, key);
         /* after_ms <= 0 adds it now, as kop_workqueue_add_after does. */
         kop_workqueue_add_with(c->queue, key,
-                               &(kop_workqueue_add_opts){.priority = prio,
-                                                         .after_ms = res.after_ms});
+                               &(kop_workqueue_add_opts){
+                                   .priority = prio, .after_ms = res.after_ms, .replace = true});
         break;
     case KOP_RESULT_ERROR:
         kop_metric_inc(rm->errors, ctl);
@@ -556,8 +573,9 @@ static void reconcile_key(kop_controller *c, const char *key, int priority)
                        KOP_LOG_INT("retries", kop_workqueue_num_requeues(c->queue, key)));
         /* fall through */
     case KOP_RESULT_REQUEUE:
-        kop_workqueue_add_with(c->queue, key,
-                               &(kop_workqueue_add_opts){.priority = prio, .rate_limited = true});
+        kop_workqueue_add_with(
+            c->queue, key,
+            &(kop_workqueue_add_opts){.priority = prio, .rate_limited = true, .replace = true});
         break;
     }
     kop_logger_free(lg);

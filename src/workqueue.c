@@ -334,8 +334,13 @@ void kop_workqueue_free(kop_workqueue *q)
 
 enum add_kind { ADD_NOW, ADD_AFTER, ADD_RATE_LIMITED };
 
-/* add_key is every public add: key at prio, now, after after_ms, or rate-limited. */
-static void add_key(kop_workqueue *q, const char *key, int prio, enum add_kind kind, long after_ms)
+/*
+ * add_key is every public add: key at prio, now, after after_ms, or
+ * rate-limited; replace: in place of a replaceable held-back add, and
+ * replaceable itself (kop_workqueue_add_opts.replace).
+ */
+static void add_key(kop_workqueue *q, const char *key, int prio, enum add_kind kind, long after_ms,
+                    bool replace)
 {
     if (!q || !key)
         return;
@@ -347,15 +352,18 @@ static void add_key(kop_workqueue *q, const char *key, int prio, enum add_kind k
         kop__wq_count_dropped(q, key, prio);
         goto out;
     }
+    if (replace && it->heap_pos != KOP__WQ_NOT_WAITING && it->replaceable)
+        kop__wq_unschedule_locked(q, it);
     switch (kind) {
     case ADD_NOW:
         kop__wq_add_locked(q, it, prio);
         break;
     case ADD_AFTER:
-        kop__wq_add_after_locked(q, it, after_ms > 0 ? (int64_t)after_ms * 1000000 : 0, prio);
+        kop__wq_add_after_locked(q, it, after_ms > 0 ? (int64_t)after_ms * 1000000 : 0, prio,
+                                 replace);
         break;
     case ADD_RATE_LIMITED:
-        kop__wq_add_rate_limited_locked(q, it, prio);
+        kop__wq_add_rate_limited_locked(q, it, prio, replace);
         break;
     }
 out:
@@ -365,28 +373,28 @@ out:
 void kop_workqueue_add_with(kop_workqueue *q, const char *key, const kop_workqueue_add_opts *opts)
 {
     if (!opts)
-        add_key(q, key, KOP_PRIORITY_NORMAL, ADD_NOW, 0);
+        add_key(q, key, KOP_PRIORITY_NORMAL, ADD_NOW, 0, false);
     else if (opts->rate_limited)
-        add_key(q, key, opts->priority, ADD_RATE_LIMITED, 0);
+        add_key(q, key, opts->priority, ADD_RATE_LIMITED, 0, opts->replace);
     else if (opts->after_ms > 0)
-        add_key(q, key, opts->priority, ADD_AFTER, opts->after_ms);
+        add_key(q, key, opts->priority, ADD_AFTER, opts->after_ms, opts->replace);
     else
-        add_key(q, key, opts->priority, ADD_NOW, 0);
+        add_key(q, key, opts->priority, ADD_NOW, 0, opts->replace);
 }
 
 void kop_workqueue_add(kop_workqueue *q, const char *key)
 {
-    add_key(q, key, KOP_PRIORITY_NORMAL, ADD_NOW, 0);
+    add_key(q, key, KOP_PRIORITY_NORMAL, ADD_NOW, 0, false);
 }
 
 void kop_workqueue_add_after(kop_workqueue *q, const char *key, long delay_ms)
 {
-    add_key(q, key, KOP_PRIORITY_NORMAL, ADD_AFTER, delay_ms);
+    add_key(q, key, KOP_PRIORITY_NORMAL, ADD_AFTER, delay_ms, false);
 }
 
 void kop_workqueue_add_rate_limited(kop_workqueue *q, const char *key)
 {
-    add_key(q, key, KOP_PRIORITY_NORMAL, ADD_RATE_LIMITED, 0);
+    add_key(q, key, KOP_PRIORITY_NORMAL, ADD_RATE_LIMITED, 0, false);
 }
 
 void kop_workqueue_forget(kop_workqueue *q, const char *key)
@@ -397,6 +405,19 @@ void kop_workqueue_forget(kop_workqueue *q, const char *key)
     struct kop__wq_item *it = find(q, key);
     if (it) {
         it->requeues = 0;
+        kop__wq_release_if_idle(q, it);
+    }
+    pthread_mutex_unlock(&q->lock);
+}
+
+void kop_workqueue_drop_replaceable(kop_workqueue *q, const char *key)
+{
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->lock);
+    struct kop__wq_item *it = find(q, key);
+    if (it && it->heap_pos != KOP__WQ_NOT_WAITING && it->replaceable) {
+        kop__wq_unschedule_locked(q, it);
         kop__wq_release_if_idle(q, it);
     }
     pthread_mutex_unlock(&q->lock);

@@ -67,26 +67,44 @@ static void sift_down(kop_workqueue *q, size_t pos)
     heap_set(q, pos, it);
 }
 
+/* heap_remove takes the record at pos out of the heap and returns it. */
+static struct kop__wq_item *heap_remove(kop_workqueue *q, size_t pos)
+{
+    struct kop__wq_item *it = q->heap[pos];
+    it->heap_pos = KOP__WQ_NOT_WAITING;
+    it->replaceable = false;
+    if (--q->nheap > pos) { /* the last record fills the hole, then finds its place */
+        struct kop__wq_item *moved = q->heap[q->nheap];
+        heap_set(q, pos, moved);
+        sift_down(q, pos);
+        sift_up(q, moved->heap_pos);
+    }
+    return it;
+}
+
 static struct kop__wq_item *heap_pop(kop_workqueue *q)
 {
-    struct kop__wq_item *top = q->heap[0];
-    top->heap_pos = KOP__WQ_NOT_WAITING;
-    if (--q->nheap > 0) {
-        heap_set(q, 0, q->heap[q->nheap]);
-        sift_down(q, 0);
-    }
-    return top;
+    return heap_remove(q, 0);
+}
+
+void kop__wq_unschedule_locked(kop_workqueue *q, struct kop__wq_item *it)
+{
+    if (it->heap_pos != KOP__WQ_NOT_WAITING)
+        (void)heap_remove(q, it->heap_pos);
 }
 
 /*
  * schedule makes it due at ready_ns, or earlier if it already waits for an
  * earlier time, to be added at prio or the higher priority it already
- * waits with. Wakes the timer thread when the earliest time changed.
- * Returns false (the add is dropped) when the heap cannot grow.
+ * waits with; replaceable while only replacing adds made it. Wakes the
+ * timer thread when the earliest time changed. Returns false (the add is
+ * dropped) when the heap cannot grow.
  */
-static bool schedule(kop_workqueue *q, struct kop__wq_item *it, int64_t ready_ns, int prio)
+static bool schedule(kop_workqueue *q, struct kop__wq_item *it, int64_t ready_ns, int prio,
+                     bool replace)
 {
     if (it->heap_pos != KOP__WQ_NOT_WAITING) {
+        it->replaceable = it->replaceable && replace;
         if (prio > it->wait_prio)
             it->wait_prio = prio; /* the higher priority wins */
         if (ready_ns >= it->ready_ns)
@@ -104,6 +122,7 @@ static bool schedule(kop_workqueue *q, struct kop__wq_item *it, int64_t ready_ns
         }
         it->ready_ns = ready_ns;
         it->wait_prio = prio;
+        it->replaceable = replace;
         heap_set(q, q->nheap++, it);
         sift_up(q, it->heap_pos);
     }
@@ -116,14 +135,14 @@ static bool schedule(kop_workqueue *q, struct kop__wq_item *it, int64_t ready_ns
 
 /* kop__wq_add_after_locked counts a retry, then adds it at prio now or at now + delay_ns. */
 void kop__wq_add_after_locked(kop_workqueue *q, struct kop__wq_item *it, int64_t delay_ns,
-                              int prio)
+                              int prio, bool replace)
 {
     kop_metric_inc(q->retries, q->lv);
     if (delay_ns <= 0) {
         kop__wq_add_locked(q, it, prio);
         return;
     }
-    if (!schedule(q, it, kop_mono_ns() + delay_ns, prio)) {
+    if (!schedule(q, it, kop_mono_ns() + delay_ns, prio, replace)) {
         kop__wq_count_dropped(q, it->key, prio);
         kop__wq_release_if_idle(q, it);
     }
@@ -156,13 +175,14 @@ static int64_t bucket_ns(kop_workqueue *q)
 }
 
 /* kop__wq_add_rate_limited_locked: the longer of the key's backoff and the bucket's wait. */
-void kop__wq_add_rate_limited_locked(kop_workqueue *q, struct kop__wq_item *it, int prio)
+void kop__wq_add_rate_limited_locked(kop_workqueue *q, struct kop__wq_item *it, int prio,
+                                     bool replace)
 {
     int64_t item_ns = backoff_ns(q, it->requeues);
     int64_t overall_ns = bucket_ns(q);
     if (it->requeues < INT_MAX)
         it->requeues++;
-    kop__wq_add_after_locked(q, it, item_ns > overall_ns ? item_ns : overall_ns, prio);
+    kop__wq_add_after_locked(q, it, item_ns > overall_ns ? item_ns : overall_ns, prio, replace);
 }
 
 /* kop__wq_drop_timers forgets every held-back add: shutdown refuses adds from then on. */

@@ -40,6 +40,7 @@ struct kop__wq_item {
     bool queued;
     bool processing;
     bool has_added;     /* added_ns is set */
+    bool replaceable;   /* while in the timer heap: only replacing adds made it */
     int requeues;
     int prio;           /* while dirty: the priority it waits at */
     int wait_prio;      /* while in the timer heap: the priority it is added at */
@@ -161,15 +162,24 @@ void kop__wq_depth_add(kop_workqueue *q, int prio, double delta);
 
 /* ---- workqueue_delay.c: held-back keys -------------------------------------- */
 
-/* kop__wq_add_after_locked counts a retry, then adds it at prio now or at now + delay_ns. */
+/*
+ * kop__wq_add_after_locked counts a retry, then adds it at prio now or at
+ * now + delay_ns; held back, it stays replaceable only if every add that
+ * made it was a replacing one (replace).
+ */
 void kop__wq_add_after_locked(kop_workqueue *q, struct kop__wq_item *it, int64_t delay_ns,
-                              int prio);
+                              int prio, bool replace);
 
 /*
  * kop__wq_add_rate_limited_locked adds it after the longer of its own
- * backoff and the overall bucket's wait, and counts the requeue.
+ * backoff and the overall bucket's wait, and counts the requeue (replace:
+ * as kop__wq_add_after_locked).
  */
-void kop__wq_add_rate_limited_locked(kop_workqueue *q, struct kop__wq_item *it, int prio);
+void kop__wq_add_rate_limited_locked(kop_workqueue *q, struct kop__wq_item *it, int prio,
+                                     bool replace);
+
+/* kop__wq_unschedule_locked takes it out of the timer heap (it stays; release it if idle). */
+void kop__wq_unschedule_locked(kop_workqueue *q, struct kop__wq_item *it);
 
 /* kop__wq_drop_timers empties the timer heap at shutdown, releasing idle records. */
 void kop__wq_drop_timers(kop_workqueue *q);

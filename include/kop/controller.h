@@ -18,6 +18,10 @@
  *   return KOP_RETRY;                 it failed: again with backoff, counted as an error
  *
  * It must be idempotent: it may run again at any time for the same key.
+ * Each pass's answer replaces the previous pass's: a requeue-after (or a
+ * retry's backoff) still held back when a later pass of the key answers
+ * is forgotten, so the latest pass alone says when the next one comes
+ * (controller-runtime lets the earlier time fire as one more pass).
  *
  * Priorities (kop/workqueue.h): the controller's queue hands out keys by
  * priority, higher first. Objects of an informer's initial list (the
@@ -106,6 +110,14 @@ typedef kop_result (*kop_reconcile_fn)(const kop_reconcile *req, void *user);
  * worth a reconcile. Adds and deletes always are.
  */
 typedef bool (*kop_update_predicate_fn)(const json_t *old_obj, const json_t *new_obj, void *user);
+
+/*
+ * kop_object_predicate_fn decides whether an add or a delete of a watched
+ * object (kop_controller_watch_opts.object_predicate) is worth a reconcile:
+ * controller-runtime's CreateFunc and DeleteFunc. obj is the object added,
+ * or the last state the cache held of the one deleted.
+ */
+typedef bool (*kop_object_predicate_fn)(const json_t *obj, void *user);
 
 /*
  * kop_predicate_generation_changed: only spec changes (metadata.generation)
@@ -207,6 +219,14 @@ typedef struct kop_controller_watch_opts {
      * writes, however many parents map to it, then wake none of them.
      */
     kop_update_predicate_fn update_predicate;
+    /*
+     * An add or a delete enqueues only when object_predicate(obj,
+     * predicate_user) says so (NULL: every one): for a parent that reads
+     * of its children only what few of them carry (ctf-operator: the pods
+     * with a container waiting), whose other children's comings and
+     * goings show in what it does read.
+     */
+    kop_object_predicate_fn object_predicate;
     void *predicate_user;
 } kop_controller_watch_opts;
 

@@ -141,6 +141,16 @@ typedef struct kop_workqueue_add_opts {
     int priority;      /* higher first; 0 is KOP_PRIORITY_NORMAL */
     long after_ms;     /* > 0: as kop_workqueue_add_after */
     bool rate_limited; /* as kop_workqueue_add_rate_limited (after_ms is then ignored) */
+    /*
+     * Replace the key's held-back add if a replacing add made it, and make
+     * this one replaceable if it is held back. What a controller files its
+     * reconciles' requeues with: each pass's requeue replaces the one the
+     * key's previous pass asked for, which would otherwise fire later as a
+     * pass nobody wants (the earlier time wins, above). A held-back add
+     * made without replace is never replaced, and one it joins stops being
+     * replaceable.
+     */
+    bool replace;
 } kop_workqueue_add_opts;
 
 /*
@@ -166,6 +176,13 @@ KOP_API void kop_workqueue_add_after(kop_workqueue *q, const char *key, long del
  * one more requeue of key.
  */
 KOP_API void kop_workqueue_add_rate_limited(kop_workqueue *q, const char *key);
+
+/*
+ * kop_workqueue_drop_replaceable forgets key's held-back add if it is
+ * replaceable (made with kop_workqueue_add_opts.replace): a controller's
+ * pass that asks for no requeue drops the one its previous pass asked for.
+ */
+KOP_API void kop_workqueue_drop_replaceable(kop_workqueue *q, const char *key);
 
 /* kop_workqueue_forget resets key's backoff: its next retry waits base_delay_ms. */
 KOP_API void kop_workqueue_forget(kop_workqueue *q, const char *key);

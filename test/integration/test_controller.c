@@ -18,7 +18,12 @@
  * lets go. Failed before the fix: the deleted object was never reconciled.
  *
  * A watch's update predicate (issue 26): two watches of the same objects,
- * one passing label changes only; data changes reach only the other.
+ * one passing label changes only; data changes reach only the other. A
+ * third passes adds and deletes of marked objects only (object_predicate).
+ *
+ * A pass's requeue replaces its previous pass's (issue 30): a requeue-after
+ * answered by a later pass that is done never fires; a sentinel due after
+ * it shows that, in the timer heap's order.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -343,6 +348,21 @@ static void test_dropped_deletion_reconciled(void **state)
 
 static atomic_int filtered_maps; /* calls of the watch with kop_predicate_labels_changed */
 static atomic_int all_maps;      /* calls of the watch without a predicate */
+static atomic_int marked_maps;   /* calls of the watch with only_marked */
+
+/* only_marked: adds and deletes of ConfigMaps labelled mark=yes pass. */
+static bool only_marked(const json_t *obj, void *user)
+{
+    (void)user;
+    return kop_streq(kop_meta_label(obj, "mark"), "yes");
+}
+
+static void map_marked(const json_t *obj, kop_emit_fn emit, void *ctx, void *user)
+{
+    (void)user;
+    atomic_fetch_add(&marked_maps, 1);
+    emit(kop_meta_namespace(obj), "parent", ctx);
+}
 
 static void map_filtered(const json_t *obj, kop_emit_fn emit, void *ctx, void *user)
 {
@@ -406,9 +426,18 @@ static void test_watch_predicate(void **state)
                                           .fn = map_filtered,
                                           .map_reads_metadata = true,
                                           .update_predicate = kop_predicate_labels_changed};
+    kop_controller_watch_opts marked = {.resource = &CONFIGMAPS,
+                                        .label_selector = "watched=yes",
+                                        .fn = map_marked,
+                                        .map_reads_metadata = true,
+                                        .update_predicate = kop_predicate_labels_changed,
+                                        .object_predicate = only_marked};
     kop_controller_watch_opts all = {
         .resource = &CONFIGMAPS, .label_selector = "watched=yes", .fn = map_all};
+    /* The handlers of one informer run in the order added: "all" last, so that when it has
+     * seen an event, the other two have had it too. */
     assert_int_equal(kop_controller_watch(c, &filtered), KOP_OK);
+    assert_int_equal(kop_controller_watch(c, &marked), KOP_OK);
     assert_int_equal(kop_controller_watch(c, &all), KOP_OK);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, run_manager, m), 0);
@@ -422,7 +451,8 @@ static void test_watch_predicate(void **state)
                                                         .object = cm}, NULL, &st), KOP_OK);
     json_decref(cm);
     assert_true(wait_atomic_at_least(&all_maps, 1, 60));
-    assert_int_equal(atomic_load(&filtered_maps), 1); /* adds always pass */
+    assert_int_equal(atomic_load(&filtered_maps), 1); /* adds pass an update predicate */
+    assert_int_equal(atomic_load(&marked_maps), 0);   /* not marked: refused */
 
     /* Data changes: seen by the watch without a predicate only. */
     patch_cm("{\"data\":{\"k\":\"1\"}}");
@@ -436,7 +466,108 @@ static void test_watch_predicate(void **state)
     patch_cm("{\"metadata\":{\"labels\":{\"x\":\"1\"}}}");
     assert_true(wait_atomic_at_least(&filtered_maps, 2, 60));
     assert_true(wait_atomic_at_least(&all_maps, 5, 60));
+    int marked_before = atomic_load(&marked_maps);
+    assert_true(marked_before >= 1); /* an update: the object predicate is not asked */
 
+    /* Deleted unmarked: refused; a marked one's add and delete pass. */
+    int all_before = atomic_load(&all_maps);
+    assert_int_equal(kop_delete_object(env.client,
+                                       &(kop_delete_req){.target = {&CONFIGMAPS, env.ns,
+                                                                    "watched"}},
+                                       NULL, &st),
+                     KOP_OK);
+    assert_true(wait_atomic_at_least(&all_maps, all_before + 1, 60));
+    assert_int_equal(atomic_load(&marked_maps), marked_before);
+    cm = json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s}}}", "apiVersion", "v1", "kind",
+                   "ConfigMap", "metadata", "name", "marked", "namespace", env.ns, "labels",
+                   "watched", "yes", "mark", "yes");
+    assert_int_equal(kop_create_object(env.client,
+                                       &(kop_write_req){.target = {&CONFIGMAPS, env.ns, NULL},
+                                                        .object = cm}, NULL, &st), KOP_OK);
+    json_decref(cm);
+    assert_true(wait_atomic_at_least(&all_maps, all_before + 2, 60));
+    assert_int_equal(atomic_load(&marked_maps), marked_before + 1);
+    assert_int_equal(kop_delete_object(env.client,
+                                       &(kop_delete_req){.target = {&CONFIGMAPS, env.ns,
+                                                                    "marked"}},
+                                       NULL, &st),
+                     KOP_OK);
+    assert_true(wait_atomic_at_least(&all_maps, all_before + 3, 60));
+    assert_int_equal(atomic_load(&marked_maps), marked_before + 2);
+
+    stop_manager(m, t);
+}
+
+/* ---- a pass's requeue replaces its previous pass's -------------------------- */
+
+#define FIRST_REQUEUE_MS 5000 /* long enough for the edit's pass to come before it */
+
+static atomic_int waiting_passes; /* passes of "first" before its edit (each requeued) */
+static atomic_int done_passes;    /* passes of "first" that saw its edit (and were done) */
+static atomic_int sentinel_passes; /* passes of "sentinel" */
+
+/*
+ * requeue_reconcile: "first" asks to come back in FIRST_REQUEUE_MS until it
+ * is edited (data k = "edited"), then is done; "sentinel" asks once for
+ * the same delay, from after first's done pass.
+ */
+static kop_result requeue_reconcile(const kop_reconcile *req, void *user)
+{
+    json_t *cm = NULL;
+    (void)user;
+    if (strcmp(req->name, "sentinel") == 0)
+        return atomic_fetch_add(&sentinel_passes, 1) == 0 ? KOP_REQUEUE_AFTER(FIRST_REQUEUE_MS)
+                                                          : KOP_DONE;
+    if (strcmp(req->name, "first") != 0 || kop_informer_dup(req->cache, req->namespace,
+                                                            req->name, &cm) != KOP_OK)
+        return KOP_DONE;
+    bool edited = kop_streq(json_string_value(json_object_get(json_object_get(cm, "data"), "k")),
+                            "edited");
+    json_decref(cm);
+    if (!edited) {
+        atomic_fetch_add(&waiting_passes, 1);
+        return KOP_REQUEUE_AFTER(FIRST_REQUEUE_MS);
+    }
+    atomic_fetch_add(&done_passes, 1);
+    return KOP_DONE;
+}
+
+static void test_requeue_replaced(void **state)
+{
+    (void)state;
+    char kubeconfig[512];
+    kop_manager *m = NULL;
+    kop_controller *c = NULL;
+    kop_status st;
+    it_path(&env, "kubeconfig", kubeconfig, sizeof kubeconfig);
+    kop_manager_opts mo = {.name = "requeue-test", .kubeconfig = kubeconfig, .metrics_bind = "0"};
+    assert_int_equal(kop_manager_new(&mo, &m, &st), KOP_OK);
+    kop_controller_opts co = {.name = "requeue",
+                              .for_resource = CONFIGMAPS,
+                              .namespace = env.ns,
+                              .reconcile = requeue_reconcile,
+                              .max_concurrent = 1};
+    assert_int_equal(kop_controller_new(m, &co, &c), KOP_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, run_manager, m), 0);
+    assert_true(kop_informer_wait_synced(kop_controller_cache(c), 60000));
+
+    assert_int_equal(create_cm("first"), KOP_OK);
+    assert_true(wait_atomic_at_least(&waiting_passes, 1, 60)); /* its pass: again in 5 s */
+    json_t *patch = json_pack("{s:{s:s}}", "data", "k", "edited");
+    assert_int_equal(kop_patch_object(env.client,
+                                      &(kop_patch_req){.target = {&CONFIGMAPS, env.ns, "first"},
+                                                       .type = KOP_PATCH_MERGE,
+                                                       .patch = patch},
+                                      NULL, &st),
+                     KOP_OK);
+    json_decref(patch);
+    assert_true(wait_atomic_at_least(&done_passes, 1, 60)); /* done: the 5 s requeue is void */
+    /* The sentinel's requeue is due after first's would have been: one worker, one timer
+     * heap, so a pass of first from it would come before the sentinel's second. */
+    assert_int_equal(create_cm("sentinel"), KOP_OK);
+    assert_true(wait_atomic_at_least(&sentinel_passes, 2, 60));
+    assert_int_equal(atomic_load(&done_passes), 1);
     stop_manager(m, t);
 }
 
@@ -456,6 +587,12 @@ static int setup_pred(void **state)
 {
     (void)state;
     return it_setup(&env, "kopc-ctl-pred");
+}
+
+static int setup_requeue(void **state)
+{
+    (void)state;
+    return it_setup(&env, "kopc-ctl-requeue");
 }
 
 static int setup_drop(void **state)
@@ -478,6 +615,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_events_overtake_initial_list, setup_prio, teardown),
         cmocka_unit_test_setup_teardown(test_dropped_deletion_reconciled, setup_drop, teardown),
         cmocka_unit_test_setup_teardown(test_watch_predicate, setup_pred, teardown),
+        cmocka_unit_test_setup_teardown(test_requeue_replaced, setup_requeue, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -269,6 +269,77 @@ static void test_add_after_earlier_wins(void **state)
     kop_workqueue_free(q);
 }
 
+/* add_replacing adds key after ms, as a controller files a pass's requeue. */
+static void add_replacing(kop_workqueue *q, const char *key, long ms)
+{
+    kop_workqueue_add_with(q, key, &(kop_workqueue_add_opts){.after_ms = ms, .replace = true});
+}
+
+/*
+ * A replacing add takes the place of a held-back one a replacing add made,
+ * later or not; the order of the keys as they come due shows it (no
+ * timing beyond the order of the heap).
+ */
+static void test_add_after_replace(void **state)
+{
+    (void)state;
+    kop_workqueue *q = new_queue(NULL);
+    add_replacing(q, "x", 50);
+    add_replacing(q, "x", 60000); /* replaces the 50 ms: x is not due before y */
+    kop_workqueue_add_after(q, "y", 200);
+    get_expect(q, "y");
+    /* Dropped: x never comes (z, later than x's first time, comes first). */
+    kop_workqueue_drop_replaceable(q, "x");
+    kop_workqueue_add_after(q, "z", 100);
+    get_expect(q, "z");
+    assert_int_equal(kop_workqueue_len(q), 0);
+
+    /* Rate-limited and replacing: in place of the held-back one as well. */
+    add_replacing(q, "r", 60000);
+    kop_workqueue_add_with(q, "r", &(kop_workqueue_add_opts){.rate_limited = true, .replace = true});
+    get_expect(q, "r"); /* the base backoff (5 ms), not 60 s */
+    kop_workqueue_forget(q, "r");
+    kop_workqueue_free(q);
+}
+
+/* A held-back add that a plain add made, or joined, is never replaced or dropped. */
+static void test_add_after_replace_keeps_plain(void **state)
+{
+    (void)state;
+    kop_workqueue *q = new_queue(NULL);
+    kop_workqueue_add_after(q, "x", 50);
+    add_replacing(q, "x", 60000); /* joins the plain one: the earlier time stays */
+    kop_workqueue_drop_replaceable(q, "x");
+    kop_workqueue_add_after(q, "y", 400);
+    get_expect(q, "x");
+    get_expect(q, "y");
+
+    add_replacing(q, "w", 50);
+    kop_workqueue_add_after(q, "w", 60000); /* a plain add joins it: no longer replaceable */
+    add_replacing(q, "w", 60000);
+    kop_workqueue_drop_replaceable(q, "w");
+    kop_workqueue_add_after(q, "v", 400);
+    get_expect(q, "w");
+    get_expect(q, "v");
+
+    /* Replacing a key held back among others keeps the heap in order. */
+    for (int i = 0; i < 32; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%02d", i);
+        add_replacing(q, k, 100 + 10 * i);
+    }
+    add_replacing(q, "k00", 60000);
+    add_replacing(q, "k07", 60000);
+    kop_workqueue_drop_replaceable(q, "k15");
+    for (int i = 0; i < 32; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%02d", i);
+        if (i != 0 && i != 7 && i != 15)
+            get_expect(q, k);
+    }
+    kop_workqueue_free(q);
+}
+
 /* ---- rate limiting ------------------------------------------------------ */
 
 static void test_backoff_growth_and_forget(void **state)
@@ -979,6 +1050,8 @@ int main(void)
         cmocka_unit_test(test_no_concurrent_processing),
         cmocka_unit_test(test_add_after_order),
         cmocka_unit_test(test_add_after_earlier_wins),
+        cmocka_unit_test(test_add_after_replace),
+        cmocka_unit_test(test_add_after_replace_keeps_plain),
         cmocka_unit_test(test_backoff_growth_and_forget),
         cmocka_unit_test(test_backoff_cap),
         cmocka_unit_test(test_token_bucket),
