@@ -1,10 +1,11 @@
 /*
  * test_ctf_wake.c - which updates of an instance's children wake its
- * Challenge (operators/ctf/core/wake.c): a pod's waiting reason, a slice
- * gaining or losing its ready endpoint, a Deployment's generation, version
- * annotations, replicas or rollout counts, and any child's labels or
- * deletion mark do; a pod bound to its node, an address not yet ready, a
- * condition's timestamp do not.
+ * Challenge (operators/ctf/core/wake.c): a pod's container that cannot
+ * start, a slice gaining or losing its ready endpoint, a Deployment's
+ * generation, annotations, replicas, a rollout beginning or ending, its
+ * availability, and any child's labels do; a pod bound to its node,
+ * started or deleted, an address not yet ready, a rollout's counts moving
+ * along, a condition's timestamp do not.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,26 +38,44 @@ static void test_pod(void **state)
     (void)state;
     json_t *a = pod(NULL, "ContainerCreating"), *bound = pod("node-1", "ContainerCreating");
     json_t *pulling = pod("node-1", "ImagePullBackOff"), *running = pod("node-1", NULL);
+    json_t *crashing = pod("node-1", "CrashLoopBackOff"), *erred = pod("node-1", "ErrImagePull");
     assert_false(ctf_wake_pod(a, bound, NULL)); /* bound to its node: nothing a pass reads */
-    assert_true(ctf_pod_waiting(a));
+    assert_false(ctf_pod_failing(a));           /* created, not failing */
+    assert_false(ctf_wake_pod(bound, running, NULL)); /* started: its Deployment tells */
     assert_true(ctf_wake_pod(bound, pulling, NULL));
+    assert_true(ctf_pod_failing(pulling));
     assert_true(ctf_wake_pod(pulling, running, NULL));
+    assert_true(ctf_wake_pod(pulling, crashing, NULL));
+    assert_false(ctf_wake_pod(pulling, pulling, NULL));
+    assert_false(ctf_wake_pod(erred, pulling, NULL)); /* the same failure, another reason */
     assert_false(ctf_wake_pod(running, running, NULL));
-    assert_false(ctf_pod_waiting(running));
+    assert_false(ctf_pod_failing(running));
     json_t *relabelled = json_deep_copy(running), *going = json_deep_copy(running);
     json_object_set_new(json_object_get(json_object_get(relabelled, "metadata"), "labels"), "app",
                         json_string("y"));
     json_object_set_new(json_object_get(going, "metadata"), "deletionTimestamp",
                         json_string("2026-11-27T18:00:00Z"));
     assert_true(ctf_wake_pod(running, relabelled, NULL));
-    assert_true(ctf_wake_pod(running, going, NULL));
-    json_t *none = json_pack("{s:{s:s}}", "metadata", "name", "p"); /* no status yet */
-    assert_true(ctf_wake_pod(none, a, NULL));
+    assert_false(ctf_wake_pod(running, going, NULL)); /* its delete wakes, if it failed */
+    json_t *none = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "name", "p", "labels", "app",
+                             "x"); /* no status yet */
+    assert_false(ctf_wake_pod(none, a, NULL));
+    assert_true(ctf_wake_pod(none, pulling, NULL));
     assert_false(ctf_wake_pod(none, none, NULL));
+    /* Added or deleted: only a pod that cannot start wakes its Challenge. */
+    assert_false(ctf_wake_pod_object(none, NULL));
+    assert_false(ctf_wake_pod_object(running, NULL));
+    assert_true(ctf_wake_pod_object(crashing, NULL));
+    assert_string_equal(ctf_failure_reason("InvalidImageName"), "ImagePullFailed");
+    assert_string_equal(ctf_failure_reason("CrashLoopBackOff"), "CrashLoop");
+    assert_null(ctf_failure_reason("ContainerCreating"));
+    assert_null(ctf_failure_reason(NULL));
     json_decref(a);
     json_decref(bound);
     json_decref(pulling);
     json_decref(running);
+    json_decref(crashing);
+    json_decref(erred);
     json_decref(relabelled);
     json_decref(going);
     json_decref(none);
@@ -112,7 +131,24 @@ static void test_deployment(void **state)
     assert_true(ctf_wake_deployment(d, down, NULL));
     json_t *rolled = deployment(1, "v1", 1, 1);
     json_object_set_new(json_object_get(rolled, "status"), "updatedReplicas", json_integer(0));
-    assert_true(ctf_wake_deployment(d, rolled, NULL));
+    assert_true(ctf_wake_deployment(d, rolled, NULL)); /* a rollout begins */
+    /* Its counts moving along in the middle of a rollout wake nothing: the old pod and the
+     * new one both there, then the new one updated but the old one not yet gone. */
+    json_t *surged = json_deep_copy(rolled), *updated = json_deep_copy(rolled);
+    json_object_set_new(json_object_get(surged, "status"), "replicas", json_integer(2));
+    json_object_set_new(json_object_get(updated, "status"), "replicas", json_integer(2));
+    json_object_set_new(json_object_get(updated, "status"), "updatedReplicas", json_integer(1));
+    json_object_set_new(json_object_get(updated, "status"), "availableReplicas", json_integer(2));
+    assert_false(ctf_wake_deployment(rolled, surged, NULL));
+    assert_false(ctf_wake_deployment(surged, updated, NULL));
+    assert_true(ctf_wake_deployment(updated, d, NULL)); /* over: the old pod gone */
+    json_t *observed = deployment(2, "v1", 1, 1); /* generation 2 observed at once */
+    json_object_set_new(json_object_get(observed, "status"), "observedGeneration",
+                        json_integer(1));
+    assert_true(ctf_wake_deployment(d, observed, NULL)); /* edited: a new generation */
+    json_decref(surged);
+    json_decref(updated);
+    json_decref(observed);
     json_decref(d);
     json_decref(same);
     json_decref(edited);

@@ -45,9 +45,9 @@ static bool pod_failure(ctf_operator *op, const char *ns, ctf_observation *o)
     bool found = false;
     kop_index_page one = {.max = 1};
     json_t *keys = NULL;
-    /* Only an instance with a container waiting can have one that cannot start: the index
-     * says so without reading its pods. */
-    kop_err err = kop_informer_index_keys(op->pods, CTF_INDEX_WAITING, ns, &one, &keys);
+    /* The index says whether a pod of ns has a container that cannot start, without
+     * reading its pods. */
+    kop_err err = kop_informer_index_keys(op->pods, CTF_INDEX_FAILING, ns, &one, &keys);
     json_decref(keys);
     if (err == KOP_OK && one.total == 0)
         return false;
@@ -59,22 +59,16 @@ static bool pod_failure(ctf_operator *op, const char *ns, ctf_observation *o)
                            cs)
         {
             json_t *waiting = json_object_get(json_object_get(cs, "state"), "waiting");
-            const char *why = json_string_value(json_object_get(waiting, "reason"));
+            const char *why = ctf_failure_reason(json_string_value(json_object_get(waiting, "reason")));
             const char *name = json_string_value(json_object_get(cs, "name"));
             const char *image = json_string_value(json_object_get(cs, "image"));
-            if (!why)
-                continue;
-            if (strcmp(why, "ImagePullBackOff") == 0 || strcmp(why, "ErrImagePull") == 0 ||
-                strcmp(why, "InvalidImageName") == 0) {
-                ctf_observe_error(o, "ImagePullFailed", "image %s of container %s cannot be pulled",
+            if (kop_streq(why, "ImagePullFailed"))
+                ctf_observe_error(o, why, "image %s of container %s cannot be pulled",
                                   image ? image : "?", name ? name : "?");
-                found = true;
-            } else if (strcmp(why, "CrashLoopBackOff") == 0) {
-                ctf_observe_error(o, "CrashLoop", "container %s of pod %s keeps crashing",
+            else if (why)
+                ctf_observe_error(o, why, "container %s of pod %s keeps crashing",
                                   name ? name : "?", kop_meta_name(pod));
-                found = true;
-            }
-            if (found)
+            if ((found = why != NULL))
                 goto out;
         }
     }

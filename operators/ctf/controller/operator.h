@@ -107,7 +107,7 @@ typedef struct ctf_operator {
 #define CTF_INDEX_REASON     "reason"
 #define CTF_INDEX_CHALLENGE  "challenge"
 #define CTF_INDEX_POOL       "pool" /* warm namespaces by their definition's name */
-#define CTF_INDEX_WAITING    "waiting" /* pods with a container waiting, by namespace */
+#define CTF_INDEX_FAILING    "failing" /* pods with a container that cannot start, by namespace */
 
 /* ---- setup.c: the controller, its caches, indexes and watches ---- */
 

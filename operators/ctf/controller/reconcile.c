@@ -533,7 +533,7 @@ static kop_err place_instance(ctf_operator *op, const kop_reconcile *req, const 
 /*
  * tell_definition wakes the pool controller's pass of chal's definition,
  * which counts its instances current, updating and behind (update.c), when
- * this pass changed what chal counts as.
+ * this pass changed what chal counts as and that pass is not coming anyway.
  */
 static void tell_definition(ctf_operator *op, const json_t *chal, const ctf_observation *o)
 {
@@ -541,10 +541,11 @@ static void tell_definition(ctf_operator *op, const json_t *chal, const ctf_obse
     json_int_t gen = json_integer_value(ctf_get2(chal, "status", "definitionGeneration"));
     if (!op->pool || (kop_streq(was, o->phase) && (o->generation == 0 || o->generation == gen)))
         return;
-    if (kop_streq(was, CTF_STATUS_UPDATING) || kop_streq(o->phase, CTF_STATUS_UPDATING) ||
-        (o->generation > 0 && o->generation != gen))
-        kop_controller_enqueue(op->pool->ctl, kop_meta_namespace(chal),
-                               ctf_str2(chal, "spec", "definition"));
+    const char *ns = kop_meta_namespace(chal), *def = ctf_str2(chal, "spec", "definition");
+    if ((kop_streq(was, CTF_STATUS_UPDATING) || kop_streq(o->phase, CTF_STATUS_UPDATING) ||
+         (o->generation > 0 && o->generation != gen)) &&
+        !ctf_update_report_coming(op, ns, def))
+        kop_controller_enqueue(op->pool->ctl, ns, def);
 }
 
 /*

@@ -128,12 +128,12 @@ static size_t index_challenge(const json_t *n, const char **values, size_t max, 
     return values[0] ? 1 : 0;
 }
 
-/* index_waiting: pods by their namespace, those with a container waiting only (the
- * instances a pass must look at for an image that cannot be pulled, a crash loop). */
-static size_t index_waiting(const json_t *pod, const char **values, size_t max, void *user)
+/* index_failing: pods by their namespace, those with a container that cannot start only
+ * (an image that cannot be pulled, a crash loop: what a pass reports). */
+static size_t index_failing(const json_t *pod, const char **values, size_t max, void *user)
 {
     (void)user;
-    values[0] = max && ctf_pod_waiting(pod) ? kop_meta_namespace(pod) : NULL;
+    values[0] = max && ctf_pod_failing(pod) ? kop_meta_namespace(pod) : NULL;
     return values[0] ? 1 : 0;
 }
 
@@ -261,11 +261,14 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
     if (!err)
         err = kop_controller_watch(op->ctl, &definitions);
     /* The children's updates wake their Challenge when they change what a pass reads of
-     * them (core/wake.h); the other kinds change seldom, and every update of theirs does. */
+     * them (core/wake.h); the other kinds change seldom, and every update of theirs does.
+     * A pod comes or goes unnoticed unless it cannot start: the rest shows in its
+     * Deployment. */
     const kop_resource *children[] = {&CTF_NAMESPACES, &CTF_DEPLOYMENTS,   &CTF_PODS,
                                       &CTF_SERVICES,   &CTF_ENDPOINTSLICES, &CTF_NETWORKPOLICIES};
     const kop_update_predicate_fn wakes[] = {NULL, ctf_wake_deployment, ctf_wake_pod,
                                              NULL, ctf_wake_slice,      NULL};
+    const kop_object_predicate_fn comings[] = {NULL, NULL, ctf_wake_pod_object, NULL, NULL, NULL};
     for (size_t i = 0; !err && i < CTF_LEN(children); i++)
         err = kop_controller_watch(op->ctl,
                                    &(kop_controller_watch_opts){.resource = children[i],
@@ -273,7 +276,8 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
                                                                 .fn = by_labels,
                                                                 .user = op,
                                                                 .map_reads_metadata = true,
-                                                                .update_predicate = wakes[i]});
+                                                                .update_predicate = wakes[i],
+                                                                .object_predicate = comings[i]});
     if (!err)
         err = kop_manager_informer(op->mgr, &CTF_DEFINITIONS, NULL, NULL, &op->definitions);
     if (!err)
@@ -289,7 +293,7 @@ kop_err ctf_setup_controller(ctf_operator *op, kop_status *st)
     if (!err)
         err = kop_manager_informer(op->mgr, &CTF_PODS, NULL, CTF_MANAGED, &op->pods);
     if (!err)
-        err = kop_informer_add_index(op->pods, CTF_INDEX_WAITING, index_waiting, NULL);
+        err = kop_informer_add_index(op->pods, CTF_INDEX_FAILING, index_failing, NULL);
     if (!err)
         err = kop_manager_informer(op->mgr, &CTF_SERVICES, NULL, CTF_MANAGED, &op->services);
     if (!err)

@@ -35,8 +35,9 @@
  *
  * The definition's status.update counts its instances current, updating
  * and behind (kubectl get chaldef shows them); the pool controller's pass
- * of the definition writes it, woken by the Challenges' passes when one of
- * them changes.
+ * of the definition writes it, at most once a second, woken by the
+ * Challenges' passes when one of them changes and that pass is not due
+ * anyway.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -48,7 +49,7 @@
 #include "controller/update.h"
 #include "kop/clock.h"
 
-#define UPDATE_QUEUED_RECHECK_MS 30000 /* a waiting instance looks again (a lost wake) */
+#define UPDATE_QUEUED_RECHECK_MS 120000 /* a waiting instance looks again (a lost wake) */
 #define UPDATE_REPLACING_RECHECK_MS 30000 /* an instance being replaced looks again */
 
 /* ---- what the caches show ----------------------------------------------------- */
@@ -328,16 +329,16 @@ void ctf_update_forget(ctf_operator *op, const json_t *chal)
 
 /* ---- the definition's progress --------------------------------------------------- */
 
-#define UPDATE_REPORT_AGAIN_MS 2000 /* an update under way is counted again this often */
+#define UPDATE_REPORT_AGAIN_MS 1000 /* an update under way is counted again this often */
 #define UPDATE_REPORT_EVERY_MS 1000 /* and at most this often, however many instances move */
 
-long ctf_update_report(ctf_operator *op, const kop_reconcile *req, const json_t *def)
+/* count_progress writes def's status.update when due; returns when to count again (ms). */
+static long count_progress(ctf_operator *op, const kop_reconcile *req, const json_t *def,
+                           const char *key)
 {
     ctf_update_spec u;
     int64_t gen = kop_meta_generation(def);
-    char key[CTF_TEAM_KEY_SIZE];
     long wait_ms = 0;
-    def_key(def, key, sizeof key);
     /* Written at most once a second (a rolling update of 1,000 instances woke it at each of
      * their 2,000 transitions); the counts are the census's (core/census.h), not a walk. */
     if (!ctf_rollout_report_due(op->rollout, key, kop_mono_ms(), UPDATE_REPORT_EVERY_MS,
@@ -370,4 +371,21 @@ long ctf_update_report(ctf_operator *op, const kop_reconcile *req, const json_t 
                        KOP_LOG_STR("detail", st.message));
     json_decref(patch);
     return err && err != KOP_ENOTFOUND ? UPDATE_REPORT_AGAIN_MS : again;
+}
+
+long ctf_update_report(ctf_operator *op, const kop_reconcile *req, const json_t *def)
+{
+    char key[CTF_TEAM_KEY_SIZE];
+    def_key(def, key, sizeof key);
+    long again = count_progress(op, req, def, key);
+    /* The pool controller's pass comes again by then (its requeue is no later). */
+    ctf_rollout_report_at(op->rollout, key, again > 0 ? kop_mono_ms() + again : 0);
+    return again;
+}
+
+bool ctf_update_report_coming(ctf_operator *op, const char *ns, const char *definition)
+{
+    char key[CTF_TEAM_KEY_SIZE];
+    snprintf(key, sizeof key, "%s/%s", ns ? ns : "", definition ? definition : "");
+    return ctf_rollout_report_coming(op->rollout, key, kop_mono_ms());
 }

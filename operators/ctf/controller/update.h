@@ -89,4 +89,11 @@ void ctf_update_forget(ctf_operator *op, const json_t *chal);
  */
 long ctf_update_report(ctf_operator *op, const kop_reconcile *req, const json_t *def);
 
+/*
+ * ctf_update_report_coming: the pass counting the progress of definition
+ * (in namespace ns) comes again anyway (ctf_update_report asked for it):
+ * a Challenge's change need not wake it.
+ */
+bool ctf_update_report_coming(ctf_operator *op, const char *ns, const char *definition);
+
 #endif /* CTF_CONTROLLER_UPDATE_H */

@@ -209,7 +209,8 @@ bool ctf_update_deployment_rolling(const json_t *d)
 struct ctf_rollout {
     pthread_mutex_t lock;
     json_t *defs; /* key -> {"slots": {uid: true}, "waiting": {uid: name}, "seeded": true,
-                     "reported": ms (ctf_rollout_report_due)} */
+                     "reported": ms (ctf_rollout_report_due),
+                     "next": ms (ctf_rollout_report_at)} */
 };
 
 kop_err ctf_rollout_new(ctf_rollout **out)
@@ -346,6 +347,23 @@ bool ctf_rollout_report_due(ctf_rollout *r, const char *key, int64_t now_ms, lon
     }
     pthread_mutex_unlock(&r->lock);
     return due;
+}
+
+void ctf_rollout_report_at(ctf_rollout *r, const char *key, int64_t at_ms)
+{
+    pthread_mutex_lock(&r->lock);
+    json_t *e = entry(r, key, at_ms > 0);
+    if (e)
+        json_object_set_new(e, "next", json_integer((json_int_t)at_ms));
+    pthread_mutex_unlock(&r->lock);
+}
+
+bool ctf_rollout_report_coming(ctf_rollout *r, const char *key, int64_t now_ms)
+{
+    pthread_mutex_lock(&r->lock);
+    json_int_t at = json_integer_value(json_object_get(entry(r, key, false), "next"));
+    pthread_mutex_unlock(&r->lock);
+    return at > 0 && at >= now_ms;
 }
 
 int ctf_rollout_count(ctf_rollout *r, const char *key)

@@ -170,4 +170,15 @@ int ctf_rollout_count(ctf_rollout *r, const char *key);
 bool ctf_rollout_report_due(ctf_rollout *r, const char *key, int64_t now_ms, long every_ms,
                             long *wait_ms);
 
+/*
+ * ctf_rollout_report_at notes that the pass counting key's progress comes
+ * again by at_ms (0: it does not, the update is over); ctf_rollout_report_coming
+ * tells, at now_ms, whether it still will. An instance changing what it
+ * counts as wakes that pass only when it will not come anyway: it came at
+ * each of the 2,000 transitions of a rolling update of 1,000, to count
+ * once a second.
+ */
+void ctf_rollout_report_at(ctf_rollout *r, const char *key, int64_t at_ms);
+bool ctf_rollout_report_coming(ctf_rollout *r, const char *key, int64_t now_ms);
+
 #endif /* CTF_CORE_UPDATE_H */

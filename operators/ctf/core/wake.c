@@ -8,6 +8,7 @@
 #include <kop/meta.h>
 
 #include "core/json.h"
+#include "core/update.h"
 #include "core/wake.h"
 
 /* same_meta: the labels and the deletion mark of a and b are the same. */
@@ -18,10 +19,40 @@ static bool same_meta(const json_t *a, const json_t *b)
                          ctf_get2(b, "metadata", "deletionTimestamp"));
 }
 
-/* waiting_reason: container status cs's waiting reason, or NULL. */
-static const json_t *waiting_reason(const json_t *cs)
+const char *ctf_failure_reason(const char *waiting_reason)
 {
-    return json_object_get(ctf_get2(cs, "state", "waiting"), "reason");
+    static const char *const pulls[] = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName"};
+    for (size_t i = 0; waiting_reason && i < sizeof pulls / sizeof pulls[0]; i++)
+        if (strcmp(waiting_reason, pulls[i]) == 0)
+            return "ImagePullFailed";
+    return kop_streq(waiting_reason, "CrashLoopBackOff") ? "CrashLoop" : NULL;
+}
+
+/* failure_of: container status cs's failure (ctf_failure_reason), or NULL. */
+static const char *failure_of(const json_t *cs)
+{
+    return ctf_failure_reason(
+        json_string_value(json_object_get(ctf_get2(cs, "state", "waiting"), "reason")));
+}
+
+/* failures_within: every failing container of a fails alike, by name, in b. */
+static bool failures_within(const json_t *a, const json_t *b)
+{
+    size_t i, j;
+    const json_t *x, *y;
+    json_array_foreach(a, i, x)
+    {
+        const char *why = failure_of(x);
+        bool found = false;
+        json_array_foreach(b, j, y)
+        {
+            if (ctf_json_same(json_object_get(x, "name"), json_object_get(y, "name")))
+                found = found || kop_streq(why, failure_of(y));
+        }
+        if (why && !found)
+            return false;
+    }
+    return true;
 }
 
 bool ctf_wake_pod(const json_t *old_obj, const json_t *new_obj, void *user)
@@ -29,27 +60,27 @@ bool ctf_wake_pod(const json_t *old_obj, const json_t *new_obj, void *user)
     (void)user;
     const json_t *a = ctf_get2(old_obj, "status", "containerStatuses");
     const json_t *b = ctf_get2(new_obj, "status", "containerStatuses");
-    if (!same_meta(old_obj, new_obj) || json_array_size(a) != json_array_size(b))
-        return true;
-    for (size_t i = 0; i < json_array_size(b); i++) {
-        const json_t *x = json_array_get(a, i), *y = json_array_get(b, i);
-        if (!ctf_json_same(json_object_get(x, "name"), json_object_get(y, "name")) ||
-            !ctf_json_same(waiting_reason(x), waiting_reason(y)))
-            return true;
-    }
-    return false;
+    return !ctf_json_same(ctf_get2(old_obj, "metadata", "labels"),
+                          ctf_get2(new_obj, "metadata", "labels")) ||
+           !failures_within(a, b) || !failures_within(b, a);
 }
 
-bool ctf_pod_waiting(const json_t *pod)
+bool ctf_pod_failing(const json_t *pod)
 {
     size_t i;
     const json_t *cs;
     json_array_foreach(ctf_get2(pod, "status", "containerStatuses"), i, cs)
     {
-        if (waiting_reason(cs))
+        if (failure_of(cs))
             return true;
     }
     return false;
+}
+
+bool ctf_wake_pod_object(const json_t *pod, void *user)
+{
+    (void)user;
+    return ctf_pod_failing(pod);
 }
 
 bool ctf_slice_ready(const json_t *slice)
@@ -71,22 +102,26 @@ bool ctf_wake_slice(const json_t *old_obj, const json_t *new_obj, void *user)
     return !same_meta(old_obj, new_obj) || ctf_slice_ready(old_obj) != ctf_slice_ready(new_obj);
 }
 
+/* short_of_available: Deployment d has fewer available replicas than it wants. */
+static bool short_of_available(const json_t *d)
+{
+    const json_t *want = ctf_get2(d, "spec", "replicas");
+    return json_integer_value(ctf_get2(d, "status", "availableReplicas")) <
+           (want ? json_integer_value(want) : 1);
+}
+
 bool ctf_wake_deployment(const json_t *old_obj, const json_t *new_obj, void *user)
 {
-    static const char *const status_fields[] = {"observedGeneration", "replicas",
-                                                "updatedReplicas", "availableReplicas"};
-    const json_t *a = json_object_get(old_obj, "status"), *b = json_object_get(new_obj, "status");
     (void)user;
-    if (!same_meta(old_obj, new_obj) ||
-        kop_meta_generation(old_obj) != kop_meta_generation(new_obj) ||
-        !ctf_json_same(ctf_get2(old_obj, "metadata", "annotations"),
-                       ctf_get2(new_obj, "metadata", "annotations")) ||
-        !ctf_json_same(ctf_get2(old_obj, "spec", "replicas"),
-                       ctf_get2(new_obj, "spec", "replicas")))
-        return true;
-    for (size_t i = 0; i < sizeof status_fields / sizeof status_fields[0]; i++)
-        if (!ctf_json_same(json_object_get(a, status_fields[i]),
-                           json_object_get(b, status_fields[i])))
-            return true;
-    return false;
+    /* Of the status, what the rollout and readiness checks conclude (update.c's
+     * ctf_update_deployment_rolling, observe.c): its counts move along several times in a
+     * rollout that a pass only waits out. */
+    return !same_meta(old_obj, new_obj) ||
+           kop_meta_generation(old_obj) != kop_meta_generation(new_obj) ||
+           !ctf_json_same(ctf_get2(old_obj, "metadata", "annotations"),
+                          ctf_get2(new_obj, "metadata", "annotations")) ||
+           !ctf_json_same(ctf_get2(old_obj, "spec", "replicas"),
+                          ctf_get2(new_obj, "spec", "replicas")) ||
+           ctf_update_deployment_rolling(old_obj) != ctf_update_deployment_rolling(new_obj) ||
+           short_of_available(old_obj) != short_of_available(new_obj);
 }
