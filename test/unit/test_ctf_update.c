@@ -349,6 +349,18 @@ static void test_report_due(void **state)
     /* The report's timing is no slot: the ledger of the definition stays empty, unseeded. */
     assert_int_equal(ctf_rollout_count(r, "ctf/web"), 0);
     assert_false(ctf_rollout_seeded(r, "ctf/web"));
+
+    /* The count's pass coming anyway: until the time it asked for, and not once it is over. */
+    assert_false(ctf_rollout_report_coming(r, "ctf/web", t)); /* never asked */
+    ctf_rollout_report_at(r, "ctf/web", t + 1000);
+    assert_true(ctf_rollout_report_coming(r, "ctf/web", t + 400));
+    assert_true(ctf_rollout_report_coming(r, "ctf/web", t + 1000));
+    assert_false(ctf_rollout_report_coming(r, "ctf/web", t + 1001)); /* late: wake it */
+    assert_false(ctf_rollout_report_coming(r, "ctf/other", t + 400)); /* its own */
+    ctf_rollout_report_at(r, "ctf/web", 0); /* the update is over */
+    assert_false(ctf_rollout_report_coming(r, "ctf/web", t + 400));
+    ctf_rollout_report_at(r, "ctf/none", 0); /* nothing recorded for a definition never seen */
+    assert_false(ctf_rollout_report_coming(r, "ctf/none", t));
     ctf_rollout_free(r);
 }
 
