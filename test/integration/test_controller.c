@@ -99,16 +99,24 @@ static bool wait_count(int n)
     return false;
 }
 
+/* new_manager makes a manager named name for the test's cluster, without a metrics server. */
+static kop_manager *new_manager(const char *name)
+{
+    char kubeconfig[512];
+    kop_manager *m = NULL;
+    kop_status st;
+    it_path(&env, "kubeconfig", kubeconfig, sizeof kubeconfig);
+    kop_manager_opts mo = {.name = name, .kubeconfig = kubeconfig, .metrics_bind = "0"};
+    assert_int_equal(kop_manager_new(&mo, &m, &st), KOP_OK);
+    return m;
+}
+
 static void test_resync(void **state)
 {
     (void)state;
-    char kubeconfig[512];
-    kop_manager *m = NULL;
     kop_controller *c = NULL;
     kop_status st;
-    it_path(&env, "kubeconfig", kubeconfig, sizeof kubeconfig);
-    kop_manager_opts mo = {.name = "resync-test", .kubeconfig = kubeconfig, .metrics_bind = "0"};
-    assert_int_equal(kop_manager_new(&mo, &m, &st), KOP_OK);
+    kop_manager *m = new_manager("resync-test");
     kop_controller_opts co = {.name = "resync",
                               .for_resource = CONFIGMAPS,
                               .namespace = env.ns,
@@ -180,8 +188,7 @@ static bool wait_atomic_at_least(atomic_int *v, int n, int seconds)
 static void test_events_overtake_initial_list(void **state)
 {
     (void)state;
-    char kubeconfig[512], name[32];
-    kop_manager *m = NULL;
+    char name[32];
     kop_controller *c = NULL;
     kop_status st;
     atomic_store(&backlog_done, 0);
@@ -192,9 +199,7 @@ static void test_events_overtake_initial_list(void **state)
         snprintf(name, sizeof name, "backlog-%03d", i);
         assert_int_equal(create_cm(name), KOP_OK);
     }
-    it_path(&env, "kubeconfig", kubeconfig, sizeof kubeconfig);
-    kop_manager_opts mo = {.name = "prio-test", .kubeconfig = kubeconfig, .metrics_bind = "0"};
-    assert_int_equal(kop_manager_new(&mo, &m, &st), KOP_OK);
+    kop_manager *m = new_manager("prio-test");
     kop_controller_opts co = {.name = "prio",
                               .for_resource = CONFIGMAPS,
                               .namespace = env.ns,
@@ -296,16 +301,12 @@ static bool wait_dropped(kop_manager *m, double want)
 static void test_dropped_deletion_reconciled(void **state)
 {
     (void)state;
-    char kubeconfig[512];
-    kop_manager *m = NULL;
     kop_controller *c = NULL;
     kop_status st;
     atomic_store(&gate_open, false);
     atomic_store(&blocker_held, false);
     atomic_store(&victim_gone_seen, false);
-    it_path(&env, "kubeconfig", kubeconfig, sizeof kubeconfig);
-    kop_manager_opts mo = {.name = "drop-test", .kubeconfig = kubeconfig, .metrics_bind = "0"};
-    assert_int_equal(kop_manager_new(&mo, &m, &st), KOP_OK);
+    kop_manager *m = new_manager("drop-test");
     kop_controller_opts co = {.name = "drops",
                               .for_resource = CONFIGMAPS,
                               .namespace = env.ns,
@@ -409,13 +410,9 @@ static void patch_cm(const char *patch_text)
 static void test_watch_predicate(void **state)
 {
     (void)state;
-    char kubeconfig[512];
-    kop_manager *m = NULL;
     kop_controller *c = NULL;
     kop_status st;
-    it_path(&env, "kubeconfig", kubeconfig, sizeof kubeconfig);
-    kop_manager_opts mo = {.name = "pred-test", .kubeconfig = kubeconfig, .metrics_bind = "0"};
-    assert_int_equal(kop_manager_new(&mo, &m, &st), KOP_OK);
+    kop_manager *m = new_manager("pred-test");
     kop_controller_opts co = {.name = "pred",
                               .for_resource = CONFIGMAPS,
                               .namespace = env.ns,
@@ -535,13 +532,9 @@ static kop_result requeue_reconcile(const kop_reconcile *req, void *user)
 static void test_requeue_replaced(void **state)
 {
     (void)state;
-    char kubeconfig[512];
-    kop_manager *m = NULL;
     kop_controller *c = NULL;
     kop_status st;
-    it_path(&env, "kubeconfig", kubeconfig, sizeof kubeconfig);
-    kop_manager_opts mo = {.name = "requeue-test", .kubeconfig = kubeconfig, .metrics_bind = "0"};
-    assert_int_equal(kop_manager_new(&mo, &m, &st), KOP_OK);
+    kop_manager *m = new_manager("requeue-test");
     kop_controller_opts co = {.name = "requeue",
                               .for_resource = CONFIGMAPS,
                               .namespace = env.ns,
