@@ -133,7 +133,7 @@ line=$(greet "$node_ip" "$np")
 [ "$line" = "Welcome to e2e. Your flag: flag{e2e-real-node}" ] || fail "NodePort answered '$line'"
 ok "the NodePort answers from this machine: $line"
 
-k logs deploy/greeter | grep -q "listening on port 1337" || fail "kubectl logs lacks the program's output"
+grep -q "listening on port 1337" <<<"$(k logs deploy/greeter)" || fail "kubectl logs lacks the program's output"
 uid=$(k exec deploy/greeter -- id -u) || fail "kubectl exec failed"
 [ "$uid" != 0 ] || fail "the container runs as root"
 ok "kubectl logs and exec reach the container (uid $uid)"

@@ -127,7 +127,7 @@ check_leader() {
     leads() { holder=$(k -n "$ns" get lease kopc-ctf-operator -o jsonpath='{.spec.holderIdentity}' 2>/dev/null) && [ -n "$holder" ]; }
     wait_for 120 "a leader Lease in $ns" leads
     k -n "$ns" get pod "${holder%%_*}" >/dev/null 2>&1 || fail "the Lease holder $holder is not one of the pods"
-    says_leads() { k -n "$ns" logs "${holder%%_*}" | grep -q 'became leader'; }
+    says_leads() { grep -q 'became leader' <<<"$(k -n "$ns" logs "${holder%%_*}")"; }
     wait_for 30 "the leader's log to say it leads" says_leads
 }
 

@@ -141,7 +141,7 @@ operator_on() {
         LEADER=$(k -n kopc-system get lease kopc-ctf-operator -o jsonpath='{.spec.holderIdentity}') &&
             LEADER=${LEADER%%_*} &&
             [ "$(k -n kopc-system get pod "$LEADER" -o jsonpath='{.spec.containers[0].image}/{.metadata.deletionTimestamp}')" = "$OP_IMAGE:$tag/" ] &&
-            k -n kopc-system logs "$LEADER" | grep -q 'became leader'
+            grep -q 'became leader' <<<"$(k -n kopc-system logs "$LEADER")"
     }
     wait_for 120 "a pod at $tag to lead" leads_now
 }
@@ -255,7 +255,10 @@ rolling=$(k -n ctf get challengedefinitions.v1beta1.ctf.kopc.io upgrade -o jsonp
 [ "$rolling" = 5 ] || fail "update.rolling.maxUnavailable at v1beta1: $rolling"
 k -n kopc-system rollout restart deploy/kopc-ctf-operator >/dev/null
 operator_on "$NEW_TAG"
-k -n kopc-system logs "$LEADER" | grep -q 'ChallengeDefinitions read at.*v1beta1' || fail "the restarted leader does not read v1beta1"
+# The whole log first: under pipefail, grep -q leaving at the first line (this one is) could
+# make kubectl die of SIGPIPE and the check fail (seen once).
+grep -q 'ChallengeDefinitions read at.*v1beta1' <<<"$(k -n kopc-system logs "$LEADER")" ||
+    fail "the restarted leader does not read v1beta1"
 reconciled_all
 same_state "$WORK/s0.json" "$WORK/s2.json" "the CRD upgrade and restart"
 both_versions v1alpha1 v1beta1
