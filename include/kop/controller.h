@@ -223,8 +223,8 @@ typedef struct kop_controller_watch_opts {
      * An add or a delete enqueues only when object_predicate(obj,
      * predicate_user) says so (NULL: every one): for a parent that reads
      * of its children only what few of them carry (ctf-operator: the pods
-     * with a container waiting), whose other children's comings and
-     * goings show in what it does read.
+     * with a container that cannot start), whose other children's comings
+     * and goings show in what it does read.
      */
     kop_object_predicate_fn object_predicate;
     void *predicate_user;

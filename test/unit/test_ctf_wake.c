@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "core/update.h"
 #include "core/wake.h"
 
 static json_t *pod(const char *node, const char *reason)
@@ -129,6 +130,11 @@ static void test_deployment(void **state)
     assert_true(ctf_wake_deployment(d, versioned, NULL));
     assert_true(ctf_wake_deployment(d, scaled, NULL));
     assert_true(ctf_wake_deployment(d, down, NULL));
+    assert_false(ctf_update_deployment_short(d));
+    assert_true(ctf_update_deployment_short(down));
+    json_t *unsized = json_pack("{s:{}, s:{s:i}}", "spec", "status", "availableReplicas", 0);
+    assert_true(ctf_update_deployment_short(unsized)); /* spec.replicas absent: 1 wanted */
+    json_decref(unsized);
     json_t *rolled = deployment(1, "v1", 1, 1);
     json_object_set_new(json_object_get(rolled, "status"), "updatedReplicas", json_integer(0));
     assert_true(ctf_wake_deployment(d, rolled, NULL)); /* a rollout begins */

@@ -66,7 +66,6 @@ void ctf_update_look(ctf_operator *op, const char *ns, ctf_instance_run *run)
     {
         const char *v = kop_meta_annotation(d, CTF_ANNOTATION_VERSION);
         const char *g = kop_meta_annotation(d, CTF_ANNOTATION_GENERATION);
-        json_t *want = ctf_get2(d, "spec", "replicas");
         int64_t gen = g ? strtoll(g, NULL, 10) : 0;
         if (kop_meta_is_deleting(d))
             continue;
@@ -78,8 +77,7 @@ void ctf_update_look(ctf_operator *op, const char *ns, ctf_instance_run *run)
             run->generation = gen;
         run->deployments++;
         run->rolling = run->rolling || ctf_update_deployment_rolling(d);
-        if (json_integer_value(ctf_get2(d, "status", "availableReplicas")) <
-            (want ? json_integer_value(want) : 1))
+        if (ctf_update_deployment_short(d))
             run->available = false;
     }
     if (run->mixed)
@@ -87,10 +85,16 @@ void ctf_update_look(ctf_operator *op, const char *ns, ctf_instance_run *run)
     json_decref(deps);
 }
 
-/* def_key writes "<namespace>/<name>" of def, the ledger's key. */
+/* ledger_key writes "<namespace>/<definition>", the ledger's key of a definition. */
+static void ledger_key(const char *ns, const char *definition, char *out, size_t size)
+{
+    snprintf(out, size, "%s/%s", ns ? ns : "", definition ? definition : "");
+}
+
+/* def_key writes the ledger's key of def. */
 static void def_key(const json_t *def, char *out, size_t size)
 {
-    snprintf(out, size, "%s/%s", kop_meta_namespace(def), kop_meta_name(def));
+    ledger_key(kop_meta_namespace(def), kop_meta_name(def), out, size);
 }
 
 /*
@@ -316,7 +320,7 @@ void ctf_update_forget(ctf_operator *op, const json_t *chal)
     ctf_update_spec u;
     char key[CTF_TEAM_KEY_SIZE];
     const char *name = ctf_str2(chal, "spec", "definition");
-    snprintf(key, sizeof key, "%s/%s", kop_meta_namespace(chal), name ? name : "");
+    ledger_key(kop_meta_namespace(chal), name, key, sizeof key);
     if (!ctf_rollout_seeded(op->rollout, key) && ctf_rollout_count(op->rollout, key) == 0)
         return; /* no replacement of this definition began in this process */
     int budget = 1;
@@ -386,6 +390,6 @@ long ctf_update_report(ctf_operator *op, const kop_reconcile *req, const json_t 
 bool ctf_update_report_coming(ctf_operator *op, const char *ns, const char *definition)
 {
     char key[CTF_TEAM_KEY_SIZE];
-    snprintf(key, sizeof key, "%s/%s", ns ? ns : "", definition ? definition : "");
+    ledger_key(ns, definition, key, sizeof key);
     return ctf_rollout_report_coming(op->rollout, key, kop_mono_ms());
 }

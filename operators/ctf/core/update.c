@@ -204,6 +204,13 @@ bool ctf_update_deployment_rolling(const json_t *d)
            updated < want || total > updated;
 }
 
+bool ctf_update_deployment_short(const json_t *d)
+{
+    const json_t *want = json_object_get(json_object_get(d, "spec"), "replicas");
+    return json_integer_value(json_object_get(json_object_get(d, "status"), "availableReplicas")) <
+           (want ? json_integer_value(want) : 1);
+}
+
 /* ---- the rollout ledger ------------------------------------------------------ */
 
 struct ctf_rollout {

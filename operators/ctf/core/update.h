@@ -115,6 +115,12 @@ ctf_update_verdict ctf_update_decide(const ctf_update_spec *u, const char *runni
  */
 bool ctf_update_deployment_rolling(const json_t *deployment);
 
+/*
+ * ctf_update_deployment_short: a Deployment (as cached) has fewer available
+ * replicas than it wants (spec.replicas, 1 when absent).
+ */
+bool ctf_update_deployment_short(const json_t *deployment);
+
 /* ---- the rollout ledger ------------------------------------------------------ */
 
 typedef struct ctf_rollout ctf_rollout;

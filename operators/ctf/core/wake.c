@@ -102,14 +102,6 @@ bool ctf_wake_slice(const json_t *old_obj, const json_t *new_obj, void *user)
     return !same_meta(old_obj, new_obj) || ctf_slice_ready(old_obj) != ctf_slice_ready(new_obj);
 }
 
-/* short_of_available: Deployment d has fewer available replicas than it wants. */
-static bool short_of_available(const json_t *d)
-{
-    const json_t *want = ctf_get2(d, "spec", "replicas");
-    return json_integer_value(ctf_get2(d, "status", "availableReplicas")) <
-           (want ? json_integer_value(want) : 1);
-}
-
 bool ctf_wake_deployment(const json_t *old_obj, const json_t *new_obj, void *user)
 {
     (void)user;
@@ -123,5 +115,5 @@ bool ctf_wake_deployment(const json_t *old_obj, const json_t *new_obj, void *use
            !ctf_json_same(ctf_get2(old_obj, "spec", "replicas"),
                           ctf_get2(new_obj, "spec", "replicas")) ||
            ctf_update_deployment_rolling(old_obj) != ctf_update_deployment_rolling(new_obj) ||
-           short_of_available(old_obj) != short_of_available(new_obj);
+           ctf_update_deployment_short(old_obj) != ctf_update_deployment_short(new_obj);
 }
