@@ -4,7 +4,6 @@
  * but never allocates more than max + 1 bytes.
  */
 #include <stdarg.h>
-#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,32 +55,6 @@ static kop_err reserve(kop_buf *b, size_t extra)
     b->data = p;
     b->cap_alloc = grow;
     return KOP_OK;
-}
-
-kop_err kop_buf_reserve(kop_buf *b, size_t n)
-{
-    if (n > b->max || b->len > b->max - n)
-        return KOP_ETOOBIG;
-    size_t need = b->len + n + 1;
-    if (need <= b->cap_alloc)
-        return KOP_OK;
-    char *p = realloc(b->data, need);
-    if (!p)
-        return KOP_ENOMEM;
-    if (!b->data)
-        p[0] = '\0';
-    b->data = p;
-    b->cap_alloc = need;
-    return KOP_OK;
-}
-
-void kop_buf_truncate(kop_buf *b, size_t n)
-{
-    KOP_ASSERT(n <= b->len);
-    if (n < b->len) {
-        b->len = n;
-        b->data[n] = '\0';
-    }
 }
 
 kop_err kop_buf_append(kop_buf *b, const void *data, size_t n)
@@ -137,19 +110,6 @@ char *kop_buf_take(kop_buf *b, size_t *len_out)
         *len_out = out ? b->len : 0;
     b->data = NULL;
     b->len = b->cap_alloc = 0;
-    return out;
-}
-
-char *kop__buf_take_fit(kop_buf *b)
-{
-    size_t len = 0;
-    bool slack = b->cap_alloc > b->len + 1;
-    char *out = kop_buf_take(b, &len);
-    if (out && slack) {
-        char *fit = realloc(out, len + 1); /* shrinking: glibc splits in place */
-        if (fit)
-            out = fit;
-    }
     return out;
 }
 

@@ -66,7 +66,6 @@ struct kop_informer {
     struct kop__informer_index indexes[KOP_INFORMER_MAX_INDEXES];
     int nindexes;
     unsigned gen; /* the latest relist's generation (informer thread only) */
-    size_t last_text_len; /* the last entry written's text, a size hint (informer thread only) */
 
     pthread_mutex_t mu; /* state below */
     pthread_cond_t cond;

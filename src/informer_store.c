@@ -18,13 +18,12 @@
  * drops what a list or an uncut line still carries. metadata_only keeps
  * apiVersion, kind and metadata alone.
  *
- * Invariants: an entry's text parses (it is written with
- * kop_meta_dump_append, which fails whole rather than tear); an entry
- * replaced with the same resourceVersion is left as it is and reported
- * unchanged, so a relist re-reading what the watch applied calls no
- * handler; an entry is stamped with the current relist generation only
- * (kop_informer.gen), which is what lets a relist's sweep tell the
- * entries it did not see. A write
+ * Invariants: an entry's text parses (it is written with kop_meta_dumps,
+ * which fails whole rather than tear); an entry replaced with the same
+ * resourceVersion is left as it is and reported unchanged, so a relist
+ * re-reading what the watch applied calls no handler; an entry is stamped
+ * with the current relist generation only (kop_informer.gen), which is
+ * what lets a relist's sweep tell the entries it did not see. A write
  * that runs out of memory half-way drops the entry rather than keep a torn
  * one, and reports the event not applied, so that it comes again
  * (informer_watch.c).
@@ -36,9 +35,6 @@
 #include "informer_internal.h"
 #include "kop/meta.h"
 #include "kop_internal.h"
-
-#define ENTRY_MAX ((size_t)1 << 30) /* as kop_meta_dumps: an object is far less */
-#define ENTRY_SLACK 512               /* room beyond the hint, or the first object's */
 
 /* ---- what is cached: the transform ---------------------------------------- */
 
@@ -104,51 +100,48 @@ static bool is_head_key(const char *k)
 
 /*
  * entry_text serializes obj with its head (apiVersion, kind, metadata)
- * first, into one buffer of about size_hint bytes (the replaced entry's
- * size, or 0): the head's text, its '}' turned into ',', then the rest's
- * text without its '{'. *head_len is where the head's closing brace was (0,
- * and the text as it comes, for an object without a head or a head too
- * long to count). NULL when memory runs out.
+ * first, as the head's text and the rest's joined: "{head}" + "{rest}"
+ * becomes "{head,rest}", and *head_len is where the head's closing brace
+ * was (0, and the text as it comes, for an object without a head or a
+ * head too long to count). NULL when memory runs out.
  */
-static char *entry_text(const json_t *obj, size_t size_hint, unsigned *head_len)
+static char *entry_text(const json_t *obj, unsigned *head_len)
 {
     json_t *head = json_object(), *rest = json_object(), *v;
     const char *k;
-    kop_buf b;
+    char *h = NULL, *r = NULL, *out = NULL;
     bool ok = head && rest;
     *head_len = 0;
-    kop_buf_init(&b, ENTRY_MAX);
     json_object_foreach((json_t *)obj, k, v)
     {
         if (ok && json_object_set(is_head_key(k) ? head : rest, k, v) != 0)
             ok = false;
     }
-    ok = ok && kop_buf_reserve(&b, size_hint + size_hint / 8 + ENTRY_SLACK) == KOP_OK;
-    if (ok && (json_object_size(head) == 0 || json_object_size(rest) == 0)) {
-        ok = kop_meta_dump_append(&b, obj, JSON_COMPACT) == KOP_OK;
-        if (ok && json_object_size(head) > 0 && b.len - 1 < UINT_MAX)
-            *head_len = (unsigned)(b.len - 1); /* the head is the whole object */
-    } else if (ok && (ok = kop_meta_dump_append(&b, head, JSON_COMPACT) == KOP_OK)) {
-        size_t hl = b.len - 1; /* the head's '}' */
-        kop_buf_truncate(&b, hl);
-        size_t at = hl + 1;
-        ok = kop_buf_append(&b, ",", 1) == KOP_OK &&
-             kop_meta_dump_append(&b, rest, JSON_COMPACT) == KOP_OK;
-        if (ok) { /* the rest's '{' out: "{head," + "rest...}" */
-            memmove(b.data + at, b.data + at + 1, b.len - at); /* with its NUL */
-            b.len--;
-            *head_len = hl < UINT_MAX ? (unsigned)hl : 0;
+    if (ok && (h = kop_meta_dumps(head, JSON_COMPACT)) &&
+        (r = kop_meta_dumps(rest, JSON_COMPACT))) {
+        size_t hl = strlen(h) - 1, rl = strlen(r); /* h without its '}'; r is "{...}" */
+        if (json_object_size(head) == 0 || hl >= UINT_MAX) {
+            out = kop_meta_dumps(obj, JSON_COMPACT);
+        } else if (json_object_size(rest) == 0) {
+            out = h; /* the head is the whole object */
+            h = NULL;
+            *head_len = (unsigned)hl;
+        } else if ((out = malloc(hl + rl + 1))) {
+            memcpy(out, h, hl);
+            out[hl] = ',';
+            memcpy(out + hl + 1, r + 1, rl); /* r's text after '{', and its NUL */
+            *head_len = (unsigned)hl;
         }
     }
-    char *out = ok ? kop__buf_take_fit(&b) : NULL;
-    kop_buf_fini(&b);
+    free(h);
+    free(r);
     json_decref(head);
     json_decref(rest);
     return out;
 }
 
-/* new_entry serializes obj into a fresh entry (size_hint: see entry_text). */
-static struct kop__informer_entry *new_entry(const json_t *obj, size_t size_hint, unsigned gen)
+/* new_entry serializes obj into a fresh entry. */
+static struct kop__informer_entry *new_entry(const json_t *obj, unsigned gen)
 {
     const char *rv = kop_meta_resource_version(obj);
     size_t rv_len = rv ? strlen(rv) : 0;
@@ -156,7 +149,7 @@ static struct kop__informer_entry *new_entry(const json_t *obj, size_t size_hint
     if (!e)
         return NULL;
     memcpy(e->rv, rv ? rv : "", rv_len);
-    e->json = entry_text(obj, size_hint, &e->head_len);
+    e->json = entry_text(obj, &e->head_len);
     e->gen = gen;
     if (!e->json) {
         kop__informer_entry_free(e);
@@ -167,7 +160,7 @@ static struct kop__informer_entry *new_entry(const json_t *obj, size_t size_hint
 
 /*
  * kop__informer_parse_entry parses a cached text (NULL: no memory). Entries are written
- * with kop_meta_dump_append, never json_dumps, whose torn output under memory
+ * with kop_meta_dumps, never json_dumps, whose torn output under memory
  * failure once left an entry that no watch event could repair.
  */
 json_t *kop__informer_parse_entry(const struct kop__informer_entry *e)
@@ -233,9 +226,7 @@ kop_err kop__informer_upsert(kop_informer *inf, const json_t *obj, unsigned gen,
         if (rv && strcmp(cur->rv, rv) == 0)
             goto out; /* a relist seeing what the watch already applied */
     }
-    /* An update is about the size it replaces; a new object, about the last one. */
-    size_t hint = cur ? strlen(cur->json) : inf->last_text_len;
-    struct kop__informer_entry *e = new_entry(obj, hint, gen);
+    struct kop__informer_entry *e = new_entry(obj, gen);
     if (!e) {
         err = KOP_ENOMEM;
         goto out;
@@ -255,7 +246,6 @@ kop_err kop__informer_upsert(kop_informer *inf, const json_t *obj, unsigned gen,
         goto out;
     }
     kop__informer_entry_free(cur);
-    inf->last_text_len = strlen(e->json);
     *changed = true;
 out:
     pthread_rwlock_unlock(&inf->lock);

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "kop/buf.h"
 #include "kop/clock.h"
 #include "kop/common.h"
 #include "kop/err.h"
@@ -32,12 +31,5 @@ uint64_t kop__random(void);
  * pthread_timedjoin_np) ms milliseconds from now: a deadline.
  */
 struct timespec kop__time_after(clockid_t clock, long ms);
-
-/*
- * kop__buf_take_fit is kop_buf_take with the allocation cut to the text:
- * for a text that is kept (a cache entry) or was written into room
- * reserved ahead (kop_buf_reserve).
- */
-char *kop__buf_take_fit(kop_buf *b);
 
 #endif /* KOP_INTERNAL_H */

@@ -273,44 +273,29 @@ kop_err kop_meta_split_key(const char *key, char *ns, size_t ns_size, char *name
 /* ---- serializing -------------------------------------------------------- */
 
 #define DUMP_MAX ((size_t)1 << 30) /* nothing libkop serializes comes near */
-#define DUMP_START 1024
 
 struct dump_ctx {
-    kop_buf *text;
-    kop_err err; /* sticky: a piece that did not fit fails every later one */
+    kop_buf text;
+    bool failed; /* sticky: a piece that did not fit fails every later one */
 };
 
 static int dump_piece(const char *piece, size_t n, void *user)
 {
     struct dump_ctx *c = user;
-    if (!c->err)
-        c->err = kop_buf_append(c->text, piece, n);
-    return c->err ? -1 : 0;
-}
-
-kop_err kop_meta_dump_append(kop_buf *b, const json_t *v, size_t flags)
-{
-    struct dump_ctx c = {.text = b, .err = KOP_OK};
-    size_t was = b->len;
-    if (!v)
-        return KOP_EINVAL;
-    if (json_dump_callback(v, dump_piece, &c, flags) != 0 && !c.err)
-        c.err = KOP_ENOMEM; /* jansson's own allocation, or a value flags cannot encode */
-    if (c.err)
-        kop_buf_truncate(b, was);
-    return c.err;
+    if (!c->failed && kop_buf_append(&c->text, piece, n) != KOP_OK)
+        c->failed = true;
+    return c->failed ? -1 : 0;
 }
 
 char *kop_meta_dumps(const json_t *v, size_t flags)
 {
-    kop_buf b;
+    struct dump_ctx c = {.failed = false};
     char *out = NULL;
-    kop_buf_init(&b, DUMP_MAX);
-    /* Most texts libkop writes are a few hundred bytes or more: start there
-     * rather than at kop_buf's 64 and double four times. */
-    if (v && kop_buf_reserve(&b, DUMP_START) == KOP_OK &&
-        kop_meta_dump_append(&b, v, flags) == KOP_OK)
-        out = kop__buf_take_fit(&b);
-    kop_buf_fini(&b);
+    if (!v)
+        return NULL;
+    kop_buf_init(&c.text, DUMP_MAX);
+    if (json_dump_callback(v, dump_piece, &c, flags) == 0 && !c.failed)
+        out = kop_buf_take(&c.text, NULL);
+    kop_buf_fini(&c.text);
     return out;
 }

@@ -47,17 +47,6 @@ KOP_API KOP_NODISCARD kop_err kop_buf_appends(kop_buf *b, const char *s);
 /* kop_buf_appendf adds printf-style text. */
 KOP_API KOP_NODISCARD kop_err kop_buf_appendf(kop_buf *b, const char *fmt, ...) KOP_PRINTF(2, 3);
 
-/*
- * kop_buf_reserve makes room for n more bytes, so that appends up to that
- * much allocate nothing more; it allocates exactly that room when it grows
- * (appends double). KOP_ETOOBIG past the cap, KOP_ENOMEM; b is unchanged
- * on failure. For a writer that knows about how much it will write.
- */
-KOP_API KOP_NODISCARD kop_err kop_buf_reserve(kop_buf *b, size_t n);
-
-/* kop_buf_truncate keeps the first n bytes (n <= len), keeping the allocation. */
-KOP_API void kop_buf_truncate(kop_buf *b, size_t n);
-
 /* kop_buf_consume drops the first n bytes (n <= len), moving the rest up. */
 KOP_API void kop_buf_consume(kop_buf *b, size_t n);
 

@@ -28,7 +28,6 @@
 
 #include <jansson.h>
 
-#include "kop/buf.h"
 #include "kop/common.h"
 #include "kop/err.h"
 
@@ -62,15 +61,6 @@ KOP_API bool kop_meta_is_deleting(const json_t *obj);
  * quote) as if it had succeeded. Here any failed piece fails the whole.
  */
 KOP_API char *kop_meta_dumps(const json_t *v, size_t flags);
-
-/*
- * kop_meta_dump_append appends v serialized (as kop_meta_dumps) to b: for
- * a writer that joins texts, or that reserved room for what it writes
- * (kop_buf_reserve). KOP_ENOMEM (also for what jansson cannot encode with
- * flags, where kop_meta_dumps gives NULL) or KOP_ETOOBIG past b's cap, and
- * b is as it was; KOP_EINVAL for a NULL v.
- */
-KOP_API KOP_NODISCARD kop_err kop_meta_dump_append(kop_buf *b, const json_t *v, size_t flags);
 
 /* ---- labels and annotations -------------------------------------------- */
 

@@ -1,7 +1,6 @@
 /*
  * test_buf.c - kop_buf grows, stays NUL-terminated, and refuses to pass
- * its cap without changing what it holds; room reserved ahead is used
- * without growing again.
+ * its cap without changing what it holds.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -69,42 +68,12 @@ static void test_consume_and_take(void **state)
     kop_buf_fini(NULL);
 }
 
-static void test_reserve_and_truncate(void **state)
-{
-    (void)state;
-    kop_buf b;
-    kop_buf_init(&b, 100);
-    assert_int_equal(kop_buf_reserve(&b, 40), KOP_OK);
-    assert_int_equal(b.cap_alloc, 41); /* exactly the room asked, and the NUL */
-    assert_string_equal(kop_buf_str(&b), "");
-    char *was = b.data;
-    for (int i = 0; i < 8; i++)
-        assert_int_equal(kop_buf_appends(&b, "12345"), KOP_OK);
-    assert_ptr_equal(b.data, was); /* 40 bytes in the room reserved: no reallocation */
-    assert_int_equal(kop_buf_reserve(&b, 10), KOP_OK);
-    assert_int_equal(b.cap_alloc, 51);
-    assert_int_equal(b.len, 40);
-    assert_int_equal(kop_buf_reserve(&b, 61), KOP_ETOOBIG); /* 40 + 61 passes the cap */
-    assert_int_equal(kop_buf_reserve(&b, SIZE_MAX), KOP_ETOOBIG);
-    assert_int_equal(b.len, 40);
-    assert_int_equal(b.cap_alloc, 51);
-    kop_buf_truncate(&b, 7);
-    assert_string_equal(kop_buf_str(&b), "1234512");
-    kop_buf_truncate(&b, 7); /* to its own length: nothing */
-    assert_int_equal(b.len, 7);
-    assert_int_equal(b.cap_alloc, 51); /* the allocation is kept */
-    assert_int_equal(kop_buf_appends(&b, "x"), KOP_OK);
-    assert_string_equal(kop_buf_str(&b), "1234512x");
-    kop_buf_fini(&b);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_append_and_terminate),
         cmocka_unit_test(test_cap_is_hard),
         cmocka_unit_test(test_consume_and_take),
-        cmocka_unit_test(test_reserve_and_truncate),
     };
     return cmocka_run_group_tests_name("buf", tests, NULL, NULL);
 }

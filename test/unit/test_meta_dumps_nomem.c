@@ -3,8 +3,7 @@
  * fail (torture.h): for n = 1, 2, ... the n-th allocation fails, until a run
  * sees no failure; each run either fails whole (NULL) or gives the exact
  * text. jansson 2.14's json_dumps returned a torn object key there (an
- * informer cache entry that no longer parsed, for good). kop_meta_dump_append
- * fails the same way and leaves the buffer as it was.
+ * informer cache entry that no longer parsed, for good).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -51,56 +50,11 @@ static void test_dumps_torture(void **state)
     json_decref(obj);
 }
 
-/* kop_meta_dump_append: every failure leaves what the buffer held before, whole. */
-static void test_append_torture(void **state)
-{
-    (void)state;
-    json_t *obj = json_pack("{s:s, s:{s:s, s:[s, s]}}", "kind", "Pod", "metadata", "name",
-                            "a-name-long-enough-to-grow-the-buffer-past-its-room", "finalizers",
-                            "kopc.dev/one", "kopc.dev/two");
-    assert_non_null(obj);
-    char *text = kop_meta_dumps(obj, JSON_COMPACT);
-    assert_non_null(text);
-    long failed = 0, n;
-    for (n = 1; n < 10000; n++) {
-        kop_buf b;
-        kop_buf_init(&b, 1 << 20);
-        assert_int_equal(kop_buf_appends(&b, "prefix:"), KOP_OK); /* 64 bytes of room */
-        torture_fail_at(n);
-        kop_err err = kop_meta_dump_append(&b, obj, JSON_COMPACT);
-        bool hit = torture_hit();
-        torture_fail_at(0);
-        if (err == KOP_OK) {
-            assert_int_equal(strncmp(kop_buf_str(&b), "prefix:", 7), 0);
-            assert_string_equal(kop_buf_str(&b) + 7, text);
-        } else {
-            assert_int_equal(err, KOP_ENOMEM);
-            assert_string_equal(kop_buf_str(&b), "prefix:"); /* as it was */
-            failed++;
-        }
-        kop_buf_fini(&b);
-        if (!hit)
-            break;
-    }
-    printf("append torture: %ld runs, %ld failed whole\n", n, failed);
-    assert_true(failed >= 1); /* the buffer had to grow: that allocation failed once */
-    kop_buf b;
-    kop_buf_init(&b, 16); /* a cap the text passes: refused, the buffer unchanged */
-    assert_int_equal(kop_buf_appends(&b, "x"), KOP_OK);
-    assert_int_equal(kop_meta_dump_append(&b, obj, JSON_COMPACT), KOP_ETOOBIG);
-    assert_string_equal(kop_buf_str(&b), "x");
-    assert_int_equal(kop_meta_dump_append(&b, NULL, JSON_COMPACT), KOP_EINVAL);
-    kop_buf_fini(&b);
-    free(text);
-    json_decref(obj);
-}
-
 int main(void)
 {
     torture_json_alloc();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dumps_torture),
-        cmocka_unit_test(test_append_torture),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
