@@ -184,7 +184,24 @@ print(sum(1 for c in json.load(sys.stdin)['items'] if c['spec']['definition'] ==
           and c['status'].get('updatedAt')))"
 }
 all_noticed() { [ "$(noticed)" = "$N" ]; }
-wait_for 60 "all $N saying 'updated to the new version' (with updatedAt)" all_noticed
+# unnoticed: the status of each instance without the notice, and what the operator logged of it.
+unnoticed() {
+    kc get chal -o json | python3 -c "
+import json, sys
+for c in json.load(sys.stdin)['items']:
+    s = c.get('status', {})
+    if c['spec']['definition'] == 'roll' and not (s.get('message', '').startswith('updated to the new version') and s.get('updatedAt')):
+        print(c['metadata']['name'], json.dumps({k: s.get(k) for k in ('currentStatus', 'message', 'definitionGeneration', 'updatedAt')}))" |
+        while read -r name st; do
+            echo "$name $st"
+            grep -F "name=$name " "$WORK/upd.log" | tail -6
+        done
+}
+end=$((SECONDS + 60))
+until all_noticed; do
+    [ $SECONDS -lt $end ] || fail "timed out after 60s waiting for all $N saying 'updated to the new version' (with updatedAt); without it: $(unnoticed)"
+    sleep 0.5
+done
 updated=$(kc get events --field-selector reason=Updated -o json | python3 -c "
 import json, sys
 print(len({e['involvedObject']['name'] for e in json.load(sys.stdin)['items'] if e['involvedObject']['name'].startswith('roll-')}))")

@@ -140,8 +140,12 @@ static kop_err apply_warm(ctf_operator *op, const kop_reconcile *req, const json
     return err;
 }
 
-/* delete_warm deletes a warm namespace, unless a claim changed it since it was cached. */
-static void delete_warm(ctf_operator *op, const kop_reconcile *req, const json_t *n,
+/*
+ * delete_warm deletes a warm namespace, unless it changed since it was
+ * cached (a claim, or a deletion the cache does not show yet); true when
+ * this call deleted it.
+ */
+static bool delete_warm(ctf_operator *op, const kop_reconcile *req, const json_t *n,
                         const char *why)
 {
     kop_status st;
@@ -155,6 +159,7 @@ static void delete_warm(ctf_operator *op, const kop_reconcile *req, const json_t
         kop_logger_log(req->log, KOP_LOG_INFO, "deleted a warm instance",
                        KOP_LOG_STR("instance_namespace", kop_meta_name(n)),
                        KOP_LOG_STR("why", why));
+    return err == KOP_OK;
 }
 
 /* started_too_long: a warm instance not Ready within the definition's start timeout. */
@@ -238,7 +243,7 @@ static int look_at_one(ctf_operator *op, const kop_reconcile *req, const json_t 
         return ctf_is_claimed(n) ? SEEN_CLAIMED : 0;
     }
     if (!def) {
-        delete_warm(op, req, n, "its definition is gone or has no pool");
+        (void)delete_warm(op, req, n, "its definition is gone or has no pool");
         release_warm(op->pool, ns);
         return 0;
     }
@@ -267,13 +272,16 @@ static int look_at_one(ctf_operator *op, const kop_reconcile *req, const json_t 
     bool ok = !o.reason && !behind && ctf_instance_ready(op, def, ns, &o);
     json_decref(o.endpoints);
     /* One being replaced has no start timeout; one that cannot start still fails. */
+    /* A failure counts once: a second pass before the cache shows the deletion finds the
+     * namespace changed (e2e_ctf_pool saw two PoolBackoff Events for one failure). */
     if (!ok && (o.reason || (!behind && !rolling && started_too_long(def, n)))) {
+        if (!delete_warm(op, req, n, "it failed to start"))
+            return 0; /* looked at again next pass */
         kop_event(op->events,
                   &(kop_event_req){.object = def, .type = KOP_EVENT_WARNING,
                                    .reason = "WarmInstanceFailed", .action = "Replace"},
                   "warm instance %s failed (%s): replacing it", ns,
                   o.reason ? o.message : "not Ready within startTimeout");
-        delete_warm(op, req, n, "it failed to start");
         v->failed++;
         return 0;
     }
@@ -576,7 +584,7 @@ kop_result ctf_pool_reconcile(const kop_reconcile *req, void *user)
         if (kop_informer_dup_metadata(op->namespaces, NULL,
                                       json_string_value(json_array_get(v.spare, (size_t)i)),
                                       &extra) == KOP_OK)
-            delete_warm(op, req, extra, "the pool is above its target");
+            (void)delete_warm(op, req, extra, "the pool is above its target");
         json_decref(extra);
     }
     if (pooled && v.unclaimed > target) {

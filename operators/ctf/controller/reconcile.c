@@ -702,8 +702,10 @@ status:
     else if (o.requeue_ms > 0)
         res = waiting ? KOP_REQUEUE_AFTER_PRIORITY(o.requeue_ms, CTF_PRIORITY_READINESS)
                       : KOP_REQUEUE_AFTER(o.requeue_ms);
-    if (err == KOP_OK)
+    if (err == KOP_OK) {
+        ctf_update_finish(op, chal, def, &up); /* the slot, once Running is written */
         tell_definition(op, chal, &o);
+    }
 out:
     if (flag) {
         OPENSSL_cleanse(flag, strlen(flag));

@@ -24,11 +24,14 @@
  *                                         until a freed slot wakes it
  *
  * A slot is given back when the caches show the instance's Deployments on
- * the current version, rolled out and available; that pass wakes as many
- * waiting instances as slots are free. The ledger of a definition is
- * seeded, before its first slot in this process, with the instances the
- * caches show in the middle of a replacement, so maxUnavailable holds across
- * a SIGKILL. A Challenge being replaced shows Updating, and comes back
+ * the current version, rolled out and available, and the instance Running,
+ * once its pass has written that status; then it wakes as many waiting
+ * instances as slots are free. The ledger of a definition is seeded, before
+ * its first slot in this process, with the instances in the middle of a
+ * replacement (one their status has not told the end of, or Deployments
+ * rolling on the current version), so maxUnavailable holds across a
+ * SIGKILL, for the Deployments rolling and for the Challenges shown
+ * Updating. A Challenge being replaced shows Updating, and comes back
  * Running with the notice "updated to the new version" in its message (the
  * API's views and event streams carry it to the team's page) and an Event
  * Updated; status.definitionGeneration says which generation it runs.
@@ -134,10 +137,27 @@ static int budget_of(ctf_operator *op, const json_t *def, const ctf_update_spec 
 }
 
 /*
+ * unfinished: chal's instance is in a replacement whose end its status has
+ * not told yet: the status says Updating, or the Deployments carry another
+ * version than the one the status records (partly applied, or applied by a
+ * process killed before its status write).
+ */
+static bool unfinished(const json_t *chal, const ctf_instance_run *run)
+{
+    const char *recorded = ctf_str2(chal, "status", "definitionVersion");
+    if (kop_streq(ctf_str2(chal, "status", "currentStatus"), CTF_STATUS_UPDATING))
+        return true;
+    return ctf_nonempty(recorded) && run->deployments > 0 &&
+           (run->mixed || (run->version[0] && strcmp(run->version, recorded) != 0));
+}
+
+/*
  * seed gives the ledger of def, in a process that has not begun any of its
- * replacements, the instances the caches show in the middle of one: they
- * ran once, and their Deployments carry the current version and roll (or
- * are partly applied, or not available).
+ * replacements, the instances in the middle of one: they ran once, and
+ * their replacement is unfinished (a slot the process before this one
+ * held), or their Deployments carry the current version and roll (or are
+ * partly applied, or not available). The instances showing Updating are
+ * then always among the slots, so never more than maxUnavailable.
  */
 static void seed(ctf_operator *op, const json_t *def, const char *key, const char *current)
 {
@@ -158,7 +178,7 @@ static void seed(ctf_operator *op, const json_t *def, const char *key, const cha
             continue;
         ctf_update_look(op, ctf_str2(c, "status", "namespace"), &run);
         bool touched = run.deployments > 0 && (run.mixed || kop_streq(run.version, current));
-        if (touched && (run.rolling || run.mixed || !run.available))
+        if (unfinished(c, &run) || (touched && (run.rolling || run.mixed || !run.available)))
             json_array_append_new(uids, json_string(kop_meta_uid(c)));
     }
     ctf_rollout_seed(op->rollout, key, uids);
@@ -243,13 +263,10 @@ kop_err ctf_update_gate(ctf_operator *op, const json_t *chal, const json_t *def,
     ctf_update_look(op, ns, &run);
     pass->generation = run.generation;
     snprintf(pass->version, sizeof pass->version, "%s", run.mixed ? "" : run.version);
-    /* A slot held whose replacement is over: given back, and the waiting woken. */
-    if (ctf_rollout_holds(op->rollout, key, uid) && ctf_update_current(&run, current))
-        wake(op, ctf_rollout_end(op->rollout, key, uid, budget_of(op, def, &u)));
     const char *running = run.mixed ? "mixed" : run.version;
-    /* Updating in the status, written by the process before this one (a SIGKILL, a new
-     * leader): the replacement goes on, counted in the seeded ledger. */
-    bool was_updating = kop_streq(ctf_str2(chal, "status", "currentStatus"), CTF_STATUS_UPDATING);
+    /* A replacement begun by the process before this one (a SIGKILL, a new leader), or
+     * whose end was not written yet: it goes on, counted in the seeded ledger. */
+    bool was_updating = unfinished(chal, &run);
     pass->verdict = ctf_update_decide(&u, running, current, started(chal));
     /* Nothing cached yet (a first apply): the instance runs what this pass applies. */
     if (run.generation == 0 && pass->verdict == CTF_UPDATE_APPLY) {
@@ -264,23 +281,31 @@ kop_err ctf_update_gate(ctf_operator *op, const json_t *chal, const json_t *def,
         if (!ctf_rollout_begin(op->rollout, key, uid, budget_of(op, def, &u), name))
             pass->queued = true;
     }
-    pass->replacing = started(chal) && (ctf_rollout_holds(op->rollout, key, uid) ||
-                                        (was_updating && !ctf_update_current(&run, current)));
+    /* A slot held whose replacement is over is given back after the status says so
+     * (ctf_update_finish), never before: see ctf_update_observed. */
+    pass->held = ctf_rollout_holds(op->rollout, key, uid);
+    pass->deployed = ctf_update_current(&run, current);
+    pass->replacing = started(chal) && (pass->held || was_updating);
     if (pass->verdict == CTF_UPDATE_KEEP || pass->queued)
         return keep_unversioned(children);
     return KOP_OK;
 }
 
-void ctf_update_observed(const json_t *chal, const json_t *def, const ctf_update_pass *pass,
+void ctf_update_observed(const json_t *chal, const json_t *def, ctf_update_pass *pass,
                          ctf_observation *o)
 {
     const char *was = ctf_str2(chal, "status", "currentStatus");
     const char *was_msg = ctf_str2(chal, "status", "message");
     const char *was_version = ctf_str2(chal, "status", "definitionVersion");
     int64_t gen = kop_meta_generation(def);
+    /* A replacement is over when its Deployments are rolled out on the current version and
+     * the instance is Running as a whole (its Services' endpoints too): a status written
+     * Pending in between lost the notice (e2e_ctf_update, 1 run of 9). */
+    pass->finished = pass->replacing && pass->deployed && !o->reason &&
+                     strcmp(o->phase, CTF_STATUS_RUNNING) == 0;
     /* What the instance runs is said once it runs it: while it is replaced, the status keeps
      * the generation and version it ran (one status write less per replaced instance). */
-    if (!pass->replacing) {
+    if (!pass->replacing || pass->finished) {
         o->generation = pass->generation;
         snprintf(o->version, sizeof o->version, "%s", pass->version);
     }
@@ -291,7 +316,7 @@ void ctf_update_observed(const json_t *chal, const json_t *def, const ctf_update
     /* Updating until the replacement is over (the slot given back), also while the old pod
      * still serves beside the new one: Running with the new generation but without the
      * notice showed otherwise (e2e_ctf_update saw it, 2 runs of 4). */
-    if (pass->replacing) {
+    if (pass->replacing && !pass->finished) {
         o->phase = CTF_STATUS_UPDATING;
         snprintf(o->message, sizeof o->message, "updating to the new version (generation %lld)",
                  (long long)gen);
@@ -312,6 +337,17 @@ void ctf_update_observed(const json_t *chal, const json_t *def, const ctf_update
                strncmp(was_msg, CTF_UPDATED_NOTICE, strlen(CTF_UPDATED_NOTICE)) == 0) {
         snprintf(o->message, sizeof o->message, "%s", was_msg); /* the notice stays */
     }
+}
+
+void ctf_update_finish(ctf_operator *op, const json_t *chal, const json_t *def,
+                       const ctf_update_pass *pass)
+{
+    ctf_update_spec u;
+    char key[CTF_TEAM_KEY_SIZE];
+    if (!pass->finished || !pass->held || ctf_update_parse(def, &u, NULL) != KOP_OK)
+        return;
+    def_key(def, key, sizeof key);
+    wake(op, ctf_rollout_end(op->rollout, key, kop_meta_uid(chal), budget_of(op, def, &u)));
 }
 
 void ctf_update_forget(ctf_operator *op, const json_t *chal)

@@ -38,7 +38,10 @@ static inline bool ctf_update_current(const ctf_instance_run *run, const char *c
 /* ctf_update_pass: what the gate decided for one pass of a Challenge. */
 typedef struct ctf_update_pass {
     ctf_update_verdict verdict;
-    bool replacing;        /* being replaced by the new version: status Updating */
+    bool replacing;        /* in a replacement by the new version: status Updating, until */
+    bool deployed;         /* ... its Deployments are on the current version, rolled out, */
+    bool finished;         /* ... and the pass observes it Running (ctf_update_observed) */
+    bool held;             /* it holds a slot of the rollout ledger */
     bool queued;           /* behind, waiting for a slot of the Rolling budget */
     int64_t generation;    /* the definition generation the instance runs (0: not known yet) */
     char version[CTF_VERSION_LEN + 1]; /* the version it runs ("": not known, or partly applied) */
@@ -53,8 +56,9 @@ typedef struct ctf_update_pass {
  *     NetworkPolicies that do not depend on the version) when it is kept on
  *     its version (OnNextStart) or waits for a slot (pass->queued: the
  *     ledger wakes it when one frees).
- * An instance holding a slot that the caches show on the current version,
- * rolled out and available, gives it back (waking those waiting).
+ * An instance in a replacement (holding a slot, or shown Updating) stays
+ * Updating until its pass finds it finished (ctf_update_observed); its slot
+ * is given back only after that pass's status write (ctf_update_finish).
  * KOP_ENOMEM only.
  */
 KOP_NODISCARD kop_err ctf_update_gate(ctf_operator *op, const json_t *chal, const json_t *def,
@@ -63,14 +67,26 @@ KOP_NODISCARD kop_err ctf_update_gate(ctf_operator *op, const json_t *chal, cons
 /*
  * ctf_update_observed turns what a pass observed into what the status
  * says of the update: Updating while the instance is replaced (never the
- * start timeout), and, when it comes back Running from an update, the
+ * start timeout) and until the pass observes it Running on the current
+ * version (pass->finished), and, when it comes back Running from an update, the
  * notice CTF_UPDATED_NOTICE in the message (kept while it runs). Back from
  * an update means: its status said Updating, or the version it runs is not
  * the one its status recorded (status.definitionVersion), so a pass that
  * never got to write Updating (a conflict, a SIGKILL) still tells.
  */
-void ctf_update_observed(const json_t *chal, const json_t *def, const ctf_update_pass *pass,
+void ctf_update_observed(const json_t *chal, const json_t *def, ctf_update_pass *pass,
                          ctf_observation *o);
+
+/*
+ * ctf_update_finish gives back the slot of a replacement that pass found
+ * finished, and wakes as many waiting as slots are free. Called once the
+ * pass's status (Running, the notice) is written: the Challenges showing
+ * Updating are then never more than the slots, so never more than
+ * maxUnavailable (e2e_ctf_update samples it), even while a woken
+ * instance's Updating races this one's Running.
+ */
+void ctf_update_finish(ctf_operator *op, const json_t *chal, const json_t *def,
+                       const ctf_update_pass *pass);
 
 /*
  * ctf_update_forget gives back chal's slot, or its place among the waiting
