@@ -197,11 +197,7 @@ for c in json.load(sys.stdin)['items']:
             grep -F "name=$name " "$WORK/upd.log" | tail -6
         done
 }
-end=$((SECONDS + 60))
-until all_noticed; do
-    [ $SECONDS -lt $end ] || fail "timed out after 60s waiting for all $N saying 'updated to the new version' (with updatedAt); without it: $(unnoticed)"
-    sleep 0.5
-done
+WAIT_FOR_WHY=unnoticed wait_for 60 "all $N saying 'updated to the new version' (with updatedAt)" all_noticed
 updated=$(kc get events --field-selector reason=Updated -o json | python3 -c "
 import json, sys
 print(len({e['involvedObject']['name'] for e in json.load(sys.stdin)['items'] if e['involvedObject']['name'].startswith('roll-')}))")

@@ -13,13 +13,15 @@ log() { printf '=== %s\n' "$*"; }
 ok() { passed=$((passed + 1)); printf 'ok %d - %s\n' "$passed" "$*"; }
 
 # wait_for SECONDS DESCRIPTION COMMAND...: retry COMMAND until it succeeds,
-# fail after SECONDS (a generous bound, never a timing assertion).
+# fail after SECONDS (a generous bound, never a timing assertion). With
+# WAIT_FOR_WHY naming a function, the failure adds what it prints (the state
+# that was waited on, for the reader of a CI log).
 wait_for() {
     local secs=$1 what=$2
     shift 2
     local end=$((SECONDS + secs))
     until "$@" >/dev/null 2>&1; do
-        [ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for: $what"
+        [ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for: $what${WAIT_FOR_WHY:+; $("$WAIT_FOR_WHY" 2>&1)}"
         sleep 0.5
     done
 }

@@ -271,9 +271,9 @@ static int look_at_one(ctf_operator *op, const kop_reconcile *req, const json_t 
     *err = *err ? *err : e;
     bool ok = !o.reason && !behind && ctf_instance_ready(op, def, ns, &o);
     json_decref(o.endpoints);
-    /* One being replaced has no start timeout; one that cannot start still fails. */
-    /* A failure counts once: a second pass before the cache shows the deletion finds the
-     * namespace changed (e2e_ctf_pool saw two PoolBackoff Events for one failure). */
+    /* One being replaced has no start timeout; one that cannot start still fails. A failure
+     * counts once: a second pass before the cache shows the deletion finds the namespace
+     * changed (e2e_ctf_pool saw two PoolBackoff Events for one failure). */
     if (!ok && (o.reason || (!behind && !rolling && started_too_long(def, n)))) {
         if (!delete_warm(op, req, n, "it failed to start"))
             return 0; /* looked at again next pass */
