@@ -300,8 +300,9 @@ void ctf_update_observed(const json_t *chal, const json_t *def, ctf_update_pass 
     int64_t gen = kop_meta_generation(def);
     /* A replacement is over when its Deployments are rolled out on the current version and
      * the instance is Running as a whole (its Services' endpoints too): a status written
-     * Pending in between lost the notice (e2e_ctf_update, 1 run of 9). */
-    pass->finished = pass->replacing && pass->deployed && !o->reason &&
+     * Pending in between lost the notice (e2e_ctf_update, 1 run of 9). A slot held by one
+     * that went Error (not replacing: started() is false) ends the same way, once fixed. */
+    pass->finished = (pass->replacing || pass->held) && pass->deployed && !o->reason &&
                      strcmp(o->phase, CTF_STATUS_RUNNING) == 0;
     /* What the instance runs is said once it runs it: while it is replaced, the status keeps
      * the generation and version it ran (one status write less per replaced instance). */
