@@ -266,14 +266,14 @@ kop_err ctf_update_gate(ctf_operator *op, const json_t *chal, const json_t *def,
     const char *running = run.mixed ? "mixed" : run.version;
     /* A replacement begun by the process before this one (a SIGKILL, a new leader), or
      * whose end was not written yet: it goes on, counted in the seeded ledger. */
-    bool was_updating = unfinished(chal, &run);
+    bool unended = unfinished(chal, &run);
     pass->verdict = ctf_update_decide(&u, running, current, started(chal));
     /* Nothing cached yet (a first apply): the instance runs what this pass applies. */
     if (run.generation == 0 && pass->verdict == CTF_UPDATE_APPLY) {
         pass->generation = kop_meta_generation(def);
         snprintf(pass->version, sizeof pass->version, "%s", current);
     }
-    if ((pass->verdict == CTF_UPDATE_ROLL || was_updating) &&
+    if ((pass->verdict == CTF_UPDATE_ROLL || unended) &&
         !ctf_rollout_seeded(op->rollout, key))
         seed(op, def, key, current);
     if (pass->verdict == CTF_UPDATE_ROLL) {
@@ -285,7 +285,7 @@ kop_err ctf_update_gate(ctf_operator *op, const json_t *chal, const json_t *def,
      * (ctf_update_finish), never before: see ctf_update_observed. */
     pass->held = ctf_rollout_holds(op->rollout, key, uid);
     pass->deployed = ctf_update_current(&run, current);
-    pass->replacing = started(chal) && (pass->held || was_updating);
+    pass->replacing = started(chal) && (pass->held || unended);
     if (pass->verdict == CTF_UPDATE_KEEP || pass->queued)
         return keep_unversioned(children);
     return KOP_OK;
@@ -340,31 +340,36 @@ void ctf_update_observed(const json_t *chal, const json_t *def, ctf_update_pass 
     }
 }
 
+/* give_back ends uid's slot (or wait) in the ledger of key and wakes as many waiting as slots
+ * are free under def's budget (def NULL or unreadable: 1). */
+static void give_back(ctf_operator *op, const char *key, const char *uid, const json_t *def)
+{
+    ctf_update_spec u;
+    int budget = def && ctf_update_parse(def, &u, NULL) == KOP_OK ? budget_of(op, def, &u) : 1;
+    wake(op, ctf_rollout_end(op->rollout, key, uid, budget));
+}
+
 void ctf_update_finish(ctf_operator *op, const json_t *chal, const json_t *def,
                        const ctf_update_pass *pass)
 {
-    ctf_update_spec u;
     char key[CTF_TEAM_KEY_SIZE];
-    if (!pass->finished || !pass->held || ctf_update_parse(def, &u, NULL) != KOP_OK)
+    if (!pass->finished || !pass->held)
         return;
     def_key(def, key, sizeof key);
-    wake(op, ctf_rollout_end(op->rollout, key, kop_meta_uid(chal), budget_of(op, def, &u)));
+    give_back(op, key, kop_meta_uid(chal), def);
 }
 
 void ctf_update_forget(ctf_operator *op, const json_t *chal)
 {
     json_t *def = NULL;
-    ctf_update_spec u;
     char key[CTF_TEAM_KEY_SIZE];
     const char *name = ctf_str2(chal, "spec", "definition");
     ledger_key(kop_meta_namespace(chal), name, key, sizeof key);
     if (!ctf_rollout_seeded(op->rollout, key) && ctf_rollout_count(op->rollout, key) == 0)
         return; /* no replacement of this definition began in this process */
-    int budget = 1;
-    if (name && kop_informer_dup(op->definitions, kop_meta_namespace(chal), name, &def) == KOP_OK &&
-        ctf_update_parse(def, &u, NULL) == KOP_OK)
-        budget = budget_of(op, def, &u);
-    wake(op, ctf_rollout_end(op->rollout, key, kop_meta_uid(chal), budget));
+    if (name && kop_informer_dup(op->definitions, kop_meta_namespace(chal), name, &def) != KOP_OK)
+        def = NULL;
+    give_back(op, key, kop_meta_uid(chal), def);
     json_decref(def);
 }
 
