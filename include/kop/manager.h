@@ -21,8 +21,8 @@
  *   4. with --leader-elect, wait to hold the Lease;
  *   5. start every controller's workers;
  *   6. on SIGTERM or SIGINT (or kop_manager_stop): stop taking work, let
- *      reconciles in flight finish (up to the shutdown deadline), stop the
- *      informers, release the Lease.
+ *      reconciles in flight finish (up to the shutdown deadline), release
+ *      the Lease, stop the informers.
  *
  * A manager that loses its Lease stops reconciling at once and
  * kop_manager_run returns KOP_ESHUTDOWN, so the process exits and its
