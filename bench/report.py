@@ -10,6 +10,8 @@ import csv
 import os
 import shutil
 
+import streams as streams_mod  # its source addresses, for the streams table
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- bench:results:begin -->", "<!-- bench:results:end -->"
 ORDER = ["limit", "kopc", "controller-runtime", "kopf"]
@@ -620,7 +622,7 @@ def streams_table(st):
     """The event streams held after the warm run (bench/streams.py), medians over trials."""
     d = st["delivery_ms"]
     return "\n".join([
-        f"Event streams: {st['streams']:,.0f} held open at once (one per team, from 20 loopback "
+        f"Event streams: {st['streams']:,.0f} held open at once (one per team, from {streams_mod.ADDRESSES} loopback "
         f"addresses), then every team's instance renewed through the API, paced over 10 s; "
         f"delivery is the renewal sent → the team's stream shows the new expiry. Memory: the "
         f"operator's with every stream open and its snapshot sent, less before, per stream.\n",

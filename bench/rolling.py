@@ -329,6 +329,7 @@ def measure_rolling(args, op, workload, n, out):
             writes = ApiWrites(c, workload)
             cpu0, dc0 = proc_cpu(pid), proc_cpu(c.pid)
             prof = Profile(args, op, pid, out)
+            dc_prof = Profile(args, None, c.pid, out)  # --perf devcluster
             t_change = time.time()
             sampling = Sampling(tracker, os.path.join(out, "rolling.csv"), t_change)
             sampling.start()
@@ -338,7 +339,8 @@ def measure_rolling(args, op, workload, n, out):
             s["cpu_s"] = proc_cpu(pid) - cpu0
             s["devcluster_cpu_s"] = proc_cpu(c.pid) - dc0
             prof.stop()
-            if prof.proc:
+            dc_prof.stop()
+            if prof.proc or dc_prof.proc:
                 s["profiled"] = True
             s["cpu_ms_per_object"] = s["cpu_s"] * 1000 / n
             s.update(writes.done(0))  # the definition's patch is not an operator resource
@@ -378,6 +380,7 @@ def measure_limit_rolling(args, workload, n, out):
             writes = ApiWrites(c, workload)
             run.start()
             dc0 = proc_cpu(c.pid)
+            dc_prof = Profile(args, None, c.pid, out)  # --perf devcluster
             t_change = time.time()
             sampling = Sampling(tracker, os.path.join(out, "rolling.csv"), t_change)
             sampling.start()
@@ -414,6 +417,9 @@ def measure_limit_rolling(args, workload, n, out):
                 pool.submit(update, i)
             s = measured_update(args, kube, n, out, t_change, gen, tracker, sampling)
             s["devcluster_cpu_s"] = proc_cpu(c.pid) - dc0
+            dc_prof.stop()
+            if dc_prof.proc:
+                s["profiled"] = True
             pool.shutdown(wait=True)
             run.stop()
         finally:

@@ -11,6 +11,9 @@
 #     doubled), and the pool refills to 10;
 #   - autoscale: a pool of min 1, max 4 grows by the requests it sees (an
 #     Event PoolScaled, ctf_pool_target, status.pool.target);
+#   - a warm instance Ready for longer than its start timeout loses its pod:
+#     it waits for the new pod (its start timeout runs from that pod), is
+#     not deleted as failed, and is Ready again;
 #   - deleting the Challenges deletes their claimed instances (never back
 #     into the pool); lowering min deletes the extra warm instances;
 #     deleting the definition deletes the rest.
@@ -116,6 +119,55 @@ kc get events --field-selector involvedObject.name=autoweb,reason=PoolScaled \
     -o jsonpath='{.items[*].message}' | grep -q -- '-> 3:' || fail "no PoolScaled says -> 3"
 ok "autoscale: 2 requests raise autoweb's target from 1 to 3 (status, metric, Event PoolScaled)"
 
+log "a warm instance Ready past its start timeout loses its pod: it waits for the new one"
+# The image's pods turn Ready 6 s after they are scheduled (the devcluster's kwok-slow-start);
+# startTimeout 10s. The timeout used to run from the namespace's creation, so a pod lost
+# later (an eviction, a restart) had the warm instance deleted as "failed to start".
+kc get chaldef web -o json | python3 -c "
+import json, sys
+o = json.load(sys.stdin)
+o['metadata'] = {'name': 'steady', 'namespace': 'ctf'}
+o.pop('status', None)
+o['spec']['pool'] = {'min': 1}
+o['spec']['startTimeout'] = '10s'
+o['spec']['pods'][0]['template']['containers'][0]['image'] = 'example.test/kwok-slow-start:1'
+print(json.dumps(o))" | k apply -f - >/dev/null
+wait_for 120 "steady's warm instance Ready" bash -c '[ "$(pool_field ready steady)" = 1 ]'
+steady_ns=$(k get ns -l 'ctf.kopc.io/definition=steady,ctf.kopc.io/pool' -o jsonpath='{.items[0].metadata.name}')
+# older_than NS SECONDS: the namespace was created more than SECONDS ago.
+older_than() {
+    python3 - "$(k get ns "$1" -o jsonpath='{.metadata.creationTimestamp}')" "$2" <<'PY'
+import datetime, sys
+made = datetime.datetime.strptime(sys.argv[1], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+sys.exit(0 if (datetime.datetime.now(datetime.timezone.utc) - made).total_seconds() > float(sys.argv[2]) else 1)
+PY
+}
+export -f older_than
+wait_for 60 "$steady_ns older than its start timeout" older_than "$steady_ns" 12
+old_pods=$(k -n "$steady_ns" get pods -o jsonpath='{.items[*].metadata.uid}')
+k -n "$steady_ns" delete pod --all --wait=false >/dev/null
+# new_pod_ready NS OLD-UIDS: a pod of NS that is not one of OLD-UIDS is Ready (6 s after it
+# was scheduled: the pool's passes met the instance not Ready all that while).
+new_pod_ready() {
+    k -n "$1" get pods -o json | python3 -c "
+import json, sys
+old = set(sys.argv[1].split())
+sys.exit(0 if any(p['metadata']['uid'] not in old and any(
+    c['type'] == 'Ready' and c['status'] == 'True' for c in p.get('status', {}).get('conditions', []))
+    for p in json.load(sys.stdin)['items']) else 1)" "$2"
+}
+export -f new_pod_ready
+wait_for 120 "a new pod Ready in $steady_ns" new_pod_ready "$steady_ns" "$old_pods"
+wait_for 60 "steady's pool Ready again" bash -c '[ "$(pool_field ready steady)" = 1 ]'
+going=$(k get ns "$steady_ns" -o jsonpath='{.metadata.deletionTimestamp}') ||
+    fail "the warm instance $steady_ns is gone: deleted for its new pod's start"
+[ -z "$going" ] || fail "the warm instance $steady_ns is being deleted for its new pod's start"
+[ "$(k get ns -l 'ctf.kopc.io/definition=steady,ctf.kopc.io/pool' -o name)" = "namespace/$steady_ns" ] ||
+    fail "steady's pool replaced its warm instance"
+[ -z "$(kc get events --field-selector involvedObject.name=steady,reason=WarmInstanceFailed -o name)" ] ||
+    fail "a WarmInstanceFailed Event for a warm instance that only lost its pod"
+ok "a warm instance Ready for longer than its start timeout waits for its lost pod's replacement"
+
 log "claimed instances go with their Challenges; min lowered; definition deleted"
 claimed=$(k get ns -l 'ctf.kopc.io/definition=warmweb,ctf.kopc.io/pool,ctf.kopc.io/challenge' -o name | wc -l)
 kc delete chal --all --wait=false >/dev/null
@@ -126,7 +178,7 @@ ok "the $claimed claimed instances were deleted with their Challenges, none retu
 kc patch chaldef warmweb --type merge -p '{"spec":{"pool":{"min":2}}}' >/dev/null
 wait_for 120 "the pool lowered to 2" bash -c '[ "$(warm_ns | wc -l)" = 2 ] && [ "$(pool_field size)" = 2 ]'
 ok "lowering min to 2 deletes 8 unclaimed warm instances"
-kc delete chaldef warmweb autoweb >/dev/null
+kc delete chaldef warmweb autoweb steady >/dev/null
 wait_for 120 "the pools gone with their definitions" bash -c \
     '[ -z "$(k get ns -l ctf.kopc.io/pool -o name)" ]'
 ok "deleting the definitions deletes their warm instances"

@@ -221,14 +221,14 @@ spec:
   pods: [{name: app, template: {containers: [{name: app, image: registry.example/x:1}]}}]
   pool: {min: 5, max: 2}
 YAML
-refused "pool min -1 and max 1001" "spec.pool.min" "spec.pool.max" <<'YAML'
+refused "pool min -1 and max 5001" "spec.pool.min" "spec.pool.max" <<'YAML'
 apiVersion: ctf.kopc.io/v1alpha1
 kind: ChallengeDefinition
 metadata: {name: bad-pool-range, namespace: ctf}
 spec:
   title: t
   pods: [{name: app, template: {containers: [{name: app, image: registry.example/x:1}]}}]
-  pool: {min: -1, max: 1001}
+  pool: {min: -1, max: 5001}
 YAML
 refused "update strategy 'BlueGreen'" "spec.update.strategy" <<'YAML'
 apiVersion: ctf.kopc.io/v1alpha1

@@ -18,6 +18,9 @@
 #   - Recreate: both instances replaced, and the team's event stream
 #     (GET /api/v1/teams/T/events) tells of Updating, then "updated to the
 #     new version";
+#   - a Rolling update called off (the image reverted, OnNextStart) while
+#     one instance is in the middle of its replacement: it goes on to the
+#     definition as it is now and comes back Running; none stays Updating;
 #   - a warm pool of 10: the definition changes and 50 Challenges arrive at
 #     once; not one is served an instance of the old version, the warm
 #     instances of the old version are replaced in place (not deleted), and
@@ -261,6 +264,35 @@ wait_for 30 "the notice in the stream" grep -q 'updated to the new version' "$WO
 kill "$stream" 2>/dev/null || true
 grep -q '"status":"Updating"' "$WORK/stream.txt" || fail "the stream never said Updating"
 ok "Recreate replaced both; the stream said Updating, then 'updated to the new version'"
+
+log "a rolling update called off: the image reverted and OnNextStart, one instance mid-replacement"
+define swap "spec['update'] = {'strategy': 'Rolling', 'maxUnavailable': 1}"
+challenges swap 1 3 swap | k apply -f - >/dev/null
+wait_for 180 "3 instances of swap Running" running swap 3
+s1=$(gen swap)
+wait_for 60 "swap's instances on generation $s1" on_gen swap "$s1" 3
+image=$(kc get chaldef swap -o jsonpath='{.spec.pods[0].template.containers[0].image}')
+# A new pod of this image turns Ready 6 s after it is scheduled (the devcluster's stage):
+# one instance at a time is in the middle of its replacement for that long.
+kc patch chaldef swap --type json -p \
+    '[{"op":"replace","path":"/spec/pods/0/template/containers/0/image","value":"example.test/kwok-slow-start:2"}]' >/dev/null
+updating_now() { [ "$(kc get chal -o jsonpath='{range .items[*]}{.spec.definition}={.status.currentStatus}{"\n"}{end}' | grep -c '^swap=Updating$')" -ge 1 ]; }
+export -f updating_now
+wait_for 60 "an instance of swap Updating" updating_now
+kc patch chaldef swap --type json -p "[{\"op\":\"replace\",\"path\":\"/spec/pods/0/template/containers/0/image\",\"value\":\"$image\"},
+    {\"op\":\"replace\",\"path\":\"/spec/update\",\"value\":{\"strategy\":\"OnNextStart\"}}]" >/dev/null
+# The one caught in its replacement goes on to the definition as it is now (its pods were
+# being replaced anyway) and comes back Running; it used to stay Updating for good.
+swap_settled() {
+    [ "$(kc get chal -o jsonpath='{range .items[*]}{.spec.definition}={.status.currentStatus}{"\n"}{end}' | grep -c '^swap=Running$')" = 3 ] &&
+        [ "$(update_field swap updating)" = 0 ]
+}
+swap_states() { kc get chal -o jsonpath='{range .items[*]}{.metadata.name} {.status.currentStatus} {.status.definitionGeneration} {.status.message}{"\n"}{end}' | grep '^swap-'; }
+export -f swap_settled swap_states
+WAIT_FOR_WHY=swap_states wait_for 120 "the 3 of swap Running, none Updating" swap_settled
+slow=$(k get deploy -A -l ctf.kopc.io/definition=swap -o jsonpath='{range .items[*]}{.spec.template.spec.containers[0].image}{"\n"}{end}' | grep -c kwok-slow-start || true)
+[ "$slow" = 0 ] || fail "$slow Deployments of swap still run the image called off"
+ok "called off mid-replacement: the 3 of swap Running, on the image they had, none left Updating"
 
 log "a warm pool of 10: the definition changes as $N Challenges arrive"
 define warm "spec['pool'] = {'min': 10}"

@@ -55,6 +55,9 @@ static void test_counts(void **state)
     seen(c, chal("e", "ctf", "pwn", "Running", 1));
     expect(c, "ctf", "web", 1, 2, 0, 0);
     expect(c, "ctf", "web", 2, 0, 0, 2); /* the definition changed: both behind */
+    /* The total counts the one running nothing yet too, and this namespace's only. */
+    assert_int_equal(ctf_census_count(c, "ctf", "web", 2).total, 3);
+    assert_int_equal(ctf_census_count(c, "other", "web", 2).total, 1);
 
     /* One is replaced: Updating, then Running the new generation. */
     seen(c, chal("a", "ctf", "web", "Updating", 1));
@@ -71,6 +74,7 @@ static void test_counts(void **state)
                         json_string("2026-11-27T18:00:00Z"));
     seen(c, going);
     expect(c, "ctf", "web", 2, 2, 0, 0);
+    assert_int_equal(ctf_census_count(c, "ctf", "web", 2).total, 2);
     ctf_census_gone(c, "a");
     ctf_census_gone(c, "never-seen");
     ctf_census_gone(c, NULL);

@@ -41,12 +41,16 @@ static void test_parse(void **state)
     assert_true(p.min == 0 && p.max == 5 && p.autoscale && ctf_pool_enabled(&p));
     assert_int_equal(pool_of("{'spec':{'pool':{'min':0,'max':0}}}", &p), KOP_OK);
     assert_false(ctf_pool_enabled(&p));
+    /* A pool for a 2,000-team CTF, up to the schema's bound. */
+    assert_int_equal(pool_of("{'spec':{'pool':{'min':2000}}}", &p), KOP_OK);
+    assert_int_equal(pool_of("{'spec':{'pool':{'min':5000,'max':5000}}}", &p), KOP_OK);
+    assert_true(p.min == 5000 && p.max == 5000);
 
     static const char *const bad[] = {
         "{'spec':{'pool':3}}",
         "{'spec':{'pool':{'min':4,'max':2}}}",
         "{'spec':{'pool':{'min':-1}}}",
-        "{'spec':{'pool':{'min':1001,'max':1001}}}",
+        "{'spec':{'pool':{'min':5001,'max':5001}}}",
         "{'spec':{'pool':{'min':'3'}}}",
         "{'spec':{'pool':{'min':1.5}}}",
         "{'spec':{'pool':{'min':1,'autoscale':'yes'}}}",

@@ -271,6 +271,23 @@ static void test_ledger(void **state)
     json_decref(ctf_rollout_end(r, "ctf/big", "s1", 4));
     assert_true(ctf_rollout_holds(r, "ctf/big", "s2"));
     assert_false(ctf_rollout_holds(r, "ctf/big", "s1"));
+    /* A second seed (another worker's, read from the caches before s1 was given back)
+     * changes nothing: s1 stays given back. */
+    uids = parse("['s1','s2','s3']");
+    ctf_rollout_seed(r, "ctf/big", uids);
+    json_decref(uids);
+    assert_false(ctf_rollout_holds(r, "ctf/big", "s1"));
+    assert_int_equal(ctf_rollout_count(r, "ctf/big"), 3);
+    /* A waiter that stops asking is not handed the next free slot; the one still waiting is. */
+    assert_false(ctf_rollout_begin(r, "ctf/big", "w1", 3, "ctf/w1"));
+    assert_false(ctf_rollout_begin(r, "ctf/big", "w2", 3, "ctf/w2"));
+    ctf_rollout_unwait(r, "ctf/big", "w1");
+    ctf_rollout_unwait(r, "ctf/big", "nobody");
+    ctf_rollout_unwait(r, "ctf/none", "w2"); /* another definition: no record, no effect */
+    wake = ctf_rollout_end(r, "ctf/big", "s2", 3);
+    assert_int_equal(json_array_size(wake), 1);
+    assert_string_equal(json_string_value(json_array_get(wake, 0)), "ctf/w2");
+    json_decref(wake);
     ctf_rollout_free(r);
     ctf_rollout_free(NULL);
 }

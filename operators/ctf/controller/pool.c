@@ -162,14 +162,49 @@ static bool delete_warm(ctf_operator *op, const kop_reconcile *req, const json_t
     return err == KOP_OK;
 }
 
-/* started_too_long: a warm instance not Ready within the definition's start timeout. */
-static bool started_too_long(const json_t *def, const json_t *n)
+/*
+ * delete_extra deletes the spare warm namespace ns of a pool above its
+ * target, unless it was claimed since the pass counted it: the cache read
+ * again here may already show the claim (and its resourceVersion, which
+ * the delete's precondition would then pass), and held against claims
+ * (hold_warm) none can begin while it goes.
+ */
+static void delete_extra(ctf_operator *op, const kop_reconcile *req, const char *ns)
+{
+    json_t *extra = NULL;
+    if (!ns || kop_informer_dup_metadata(op->namespaces, NULL, ns, &extra) != KOP_OK)
+        return;
+    if (!ctf_is_claimed(extra) && hold_warm(op->pool, ns)) {
+        (void)delete_warm(op, req, extra, "the pool is above its target");
+        release_warm(op->pool, ns);
+    }
+    json_decref(extra);
+}
+
+/*
+ * started_too_long: a warm instance not Ready within the definition's
+ * start timeout of its newest pod (or of the namespace, before it has any):
+ * one that was Ready for hours and lost a pod (an eviction, a restart) has
+ * its new pod's start timeout, not none left.
+ */
+static bool started_too_long(ctf_operator *op, const json_t *def, const json_t *n)
 {
     ctf_lifetime lt;
     int64_t timeout_ms = 5 * 60 * 1000;
+    json_t *pods = NULL, *pod;
+    size_t i;
+    time_t since = ctf_created_at(n);
     if (ctf_lifetime_parse(json_object_get(def, "spec"), &lt, NULL) == KOP_OK)
         timeout_ms = lt.start_timeout_ms;
-    return difftime(time(NULL), ctf_created_at(n)) * 1000 >= (double)timeout_ms;
+    if (kop_informer_list(op->pods, kop_meta_name(n), &pods) == KOP_OK) {
+        json_array_foreach(pods, i, pod)
+        {
+            time_t created = ctf_created_at(pod);
+            since = created > since ? created : since;
+        }
+    }
+    json_decref(pods);
+    return difftime(time(NULL), since) * 1000 >= (double)timeout_ms;
 }
 
 /* mark_dirty records that an object of the warm namespace ns changed (pool_reconcile looks at
@@ -274,7 +309,7 @@ static int look_at_one(ctf_operator *op, const kop_reconcile *req, const json_t 
     /* One being replaced has no start timeout; one that cannot start still fails. A failure
      * counts once: a second pass before the cache shows the deletion finds the namespace
      * changed (e2e_ctf_pool saw two PoolBackoff Events for one failure). */
-    if (!ok && (o.reason || (!behind && !rolling && started_too_long(def, n)))) {
+    if (!ok && (o.reason || (!behind && !rolling && started_too_long(op, def, n)))) {
         if (!delete_warm(op, req, n, "it failed to start"))
             return 0; /* looked at again next pass */
         kop_event(op->events,
@@ -579,14 +614,8 @@ kop_result ctf_pool_reconcile(const kop_reconcile *req, void *user)
     }
     kop_err err = look_at(op, req, key, pooled ? def : NULL, &v);
 
-    for (int i = 0; pooled && i < v.unclaimed - target; i++) {
-        json_t *extra = NULL;
-        if (kop_informer_dup_metadata(op->namespaces, NULL,
-                                      json_string_value(json_array_get(v.spare, (size_t)i)),
-                                      &extra) == KOP_OK)
-            (void)delete_warm(op, req, extra, "the pool is above its target");
-        json_decref(extra);
-    }
+    for (int i = 0; pooled && i < v.unclaimed - target; i++)
+        delete_extra(op, req, json_string_value(json_array_get(v.spare, (size_t)i)));
     if (pooled && v.unclaimed > target) {
         v.ready = v.ready < target ? v.ready : target;
         v.unclaimed = target;
@@ -618,8 +647,9 @@ kop_result ctf_pool_reconcile(const kop_reconcile *req, void *user)
     }
     if (spec.autoscale)
         return KOP_REQUEUE_AFTER(ctf_min_positive(POOL_RESYNC_MS, report_ms));
-    /* Starting instances wake this through their events; the timer catches a start timeout. */
-    if (v.ready < v.unclaimed)
+    /* Starting instances wake this through their events; the timer catches a start timeout,
+     * and a refill that --max-instances refused (a freed slot wakes Challenges, not pools). */
+    if (v.ready < v.unclaimed || v.unclaimed < target)
         return KOP_REQUEUE_AFTER(ctf_min_positive(POOL_RESYNC_MS, report_ms));
     return report_ms > 0 ? KOP_REQUEUE_AFTER(report_ms) : KOP_DONE;
 }

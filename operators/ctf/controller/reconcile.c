@@ -454,25 +454,28 @@ static kop_err read_definition(const char *ns, const char *name, json_t **out, v
 
 /*
  * refresh_definition replaces *def (the cache's) by the definition the
- * apiserver holds when that is a newer generation and still valid; on a
- * failed read the cache's stays. The read is one that started after chal
- * was first seen, shared with the other claims of a burst (core/fresh.h).
+ * apiserver holds when that is a newer generation and still valid. The
+ * read is one that started after chal was first seen, shared with the
+ * other claims of a burst (core/fresh.h). A failed read is the pass's
+ * error: the claim waits for a read rather than judge the warm instances
+ * by a cache that may be behind a change (it could take an old version).
  */
-static void refresh_definition(ctf_operator *op, const kop_reconcile *req, const json_t *chal,
-                               json_t **def)
+static kop_err refresh_definition(ctf_operator *op, const kop_reconcile *req,
+                                  const json_t *chal, json_t **def)
 {
     kop_status st;
     json_t *fresh = NULL;
     int64_t since = ctf_fresh_since(op->fresh, kop_meta_uid(chal), kop_mono_ms());
-    if (ctf_fresh_definition(op->fresh, kop_meta_namespace(*def), kop_meta_name(*def), since,
-                             read_definition, req->client, kop_mono_ms, &fresh) == KOP_OK &&
-        fresh && kop_meta_generation(fresh) > kop_meta_generation(*def) &&
+    kop_err err = ctf_fresh_definition(op->fresh, kop_meta_namespace(*def), kop_meta_name(*def),
+                                       since, read_definition, req->client, kop_mono_ms, &fresh);
+    if (!err && fresh && kop_meta_generation(fresh) > kop_meta_generation(*def) &&
         ctf_validate_definition(fresh, &st) == KOP_OK) {
         json_decref(*def);
         *def = fresh;
-        return;
+        return KOP_OK;
     }
     json_decref(fresh);
+    return err;
 }
 
 /*
@@ -513,10 +516,11 @@ static kop_err place_instance(ctf_operator *op, const kop_reconcile *req, const 
     snprintf(pool, sizeof pool, "%s/%s", kop_meta_namespace(def), kop_meta_name(def));
     if (!admit(op, chal, pooled ? pool : NULL, o) || *place != CTF_PLACE_UNDECIDED)
         return KOP_OK;
-    if (pooled)
-        refresh_definition(op, req, chal, defp);
+    kop_err err = pooled ? refresh_definition(op, req, chal, defp) : KOP_OK;
+    if (err)
+        return err; /* undecided: the next pass reads and claims again */
     def = *defp;
-    kop_err err = ctf_pool_claim(op, req, chal, def, ns, size, id, id_size, place);
+    err = ctf_pool_claim(op, req, chal, def, ns, size, id, id_size, place);
     if (err)
         return err; /* undecided: the next pass claims again, on the slot it holds */
     if (*place == CTF_PLACE_POOLED) {

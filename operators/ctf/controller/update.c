@@ -112,20 +112,18 @@ static bool started(const json_t *chal)
 }
 
 /*
- * instances_of counts the Challenges of def's name (the budget's total; any
- * namespace): the index's count, read with a page of one key, since every
- * pass of a rolling update asks (all keys were copied each time: O(N) per
- * pass, 11 % of the operator's CPU in a rolling update of 1,000).
+ * instances_of counts the Challenges of def (the budget's total): the
+ * census's lookup, since every pass of a rolling update asks (copying the
+ * index's keys each time was O(N) per pass, 11 % of the operator's CPU in
+ * a rolling update of 1,000). Those of def's namespace only (the index is
+ * by name: a same-named definition elsewhere counted too) and not being
+ * deleted.
  */
 static int instances_of(ctf_operator *op, const json_t *def)
 {
-    json_t *keys = NULL;
-    kop_index_page page = {.cursor = 0, .max = 1};
-    if (kop_informer_index_keys(op->challenges, CTF_INDEX_DEFINITION, kop_meta_name(def), &page,
-                                &keys) != KOP_OK)
-        return 1;
-    json_decref(keys);
-    return (int)page.total;
+    return ctf_census_count(op->census, kop_meta_namespace(def), kop_meta_name(def),
+                            kop_meta_generation(def))
+        .total;
 }
 
 /* budget: how many of def's instances may be replaced at once. */
@@ -156,8 +154,11 @@ static bool unfinished(const json_t *chal, const ctf_instance_run *run)
  * replacements, the instances in the middle of one: they ran once, and
  * their replacement is unfinished (a slot the process before this one
  * held), or their Deployments carry the current version and roll (or are
- * partly applied, or not available). The instances showing Updating are
- * then always among the slots, so never more than maxUnavailable.
+ * partly applied). The instances showing Updating are then always among
+ * the slots, so never more than maxUnavailable. Not one merely short of
+ * available replicas on the current version: a crash loop is no
+ * replacement, and a slot given to it would hold the rollout back and,
+ * once it ran again, tell its team of an update it never had.
  */
 static void seed(ctf_operator *op, const json_t *def, const char *key, const char *current)
 {
@@ -178,7 +179,7 @@ static void seed(ctf_operator *op, const json_t *def, const char *key, const cha
             continue;
         ctf_update_look(op, ctf_str2(c, "status", "namespace"), &run);
         bool touched = run.deployments > 0 && (run.mixed || kop_streq(run.version, current));
-        if (unfinished(c, &run) || (touched && (run.rolling || run.mixed || !run.available)))
+        if (unfinished(c, &run) || (touched && (run.rolling || run.mixed)))
             json_array_append_new(uids, json_string(kop_meta_uid(c)));
     }
     ctf_rollout_seed(op->rollout, key, uids);
@@ -276,10 +277,17 @@ kop_err ctf_update_gate(ctf_operator *op, const json_t *chal, const json_t *def,
     if ((pass->verdict == CTF_UPDATE_ROLL || unended) &&
         !ctf_rollout_seeded(op->rollout, key))
         seed(op, def, key, current);
+    /* A replacement begun goes to its end, on the current version, whatever the definition
+     * says now: switched to OnNextStart, or back to the version the instance ran before, a
+     * KEEP would leave it half replaced, Updating for good, its slot never given back. */
+    if (pass->verdict == CTF_UPDATE_KEEP && (unended || ctf_rollout_holds(op->rollout, key, uid)))
+        pass->verdict = CTF_UPDATE_APPLY;
     if (pass->verdict == CTF_UPDATE_ROLL) {
         snprintf(name, sizeof name, "%s/%s", kop_meta_namespace(chal), kop_meta_name(chal));
         if (!ctf_rollout_begin(op->rollout, key, uid, budget_of(op, def, &u), name))
             pass->queued = true;
+    } else {
+        ctf_rollout_unwait(op->rollout, key, uid); /* a freed slot goes to one that asks */
     }
     /* A slot held whose replacement is over is given back after the status says so
      * (ctf_update_finish), never before: see ctf_update_observed. */
@@ -406,7 +414,7 @@ static long count_progress(ctf_operator *op, const kop_reconcile *req, const jso
         return again;
     }
     json_t *patch = json_pack("{s:{s:o}}", "status", "update", want);
-    kop_status st;
+    kop_status st = {0};
     kop_patch_req pr = {.target = {&CTF_DEFINITIONS, kop_meta_namespace(def), kop_meta_name(def)},
                         .type = KOP_PATCH_MERGE,
                         .patch = patch,

@@ -56,6 +56,9 @@ typedef struct ctf_update_pass {
  *     NetworkPolicies that do not depend on the version) when it is kept on
  *     its version (OnNextStart) or waits for a slot (pass->queued: the
  *     ledger wakes it when one frees).
+ * A replacement begun is applied to its end on the current version, even
+ * when the definition says keep by then (switched to OnNextStart, or back
+ * to the version the instance ran before).
  * An instance in a replacement (holding a slot, or shown Updating) stays
  * Updating until its pass finds it finished (ctf_update_observed); its slot
  * is given back only after that pass's status write (ctf_update_finish).

@@ -112,7 +112,7 @@ void ctf_census_gone(ctf_census *c, const char *uid)
 
 ctf_census_counts ctf_census_count(ctf_census *c, const char *ns, const char *name, int64_t gen)
 {
-    ctf_census_counts n = {0, 0, 0};
+    ctf_census_counts n = {0, 0, 0, 0};
     char def[CTF_TEAM_KEY_SIZE];
     const char *class;
     json_t *v;
@@ -123,6 +123,7 @@ ctf_census_counts ctf_census_count(ctf_census *c, const char *ns, const char *na
     {
         int count = (int)json_integer_value(v);
         long long runs = strtoll(class, NULL, 10);
+        n.total += count;
         if (strcmp(class, CENSUS_UPDATING) == 0)
             n.updating += count;
         else if (runs >= gen)

@@ -29,6 +29,7 @@ typedef struct ctf_census_counts {
     int current;  /* running gen (or later) */
     int updating; /* Updating: being replaced */
     int behind;   /* running an older generation */
+    int total;    /* all of them, those running nothing yet too (a rollout's budget) */
 } ctf_census_counts;
 
 KOP_NODISCARD kop_err ctf_census_new(ctf_census **out);

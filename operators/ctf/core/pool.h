@@ -28,7 +28,7 @@ typedef struct ctf_pool_spec {
     bool autoscale;
 } ctf_pool_spec;
 
-#define CTF_POOL_MAX 1000 /* the schema's bound on spec.pool.min and max */
+#define CTF_POOL_MAX 5000 /* the schema's bound on spec.pool.min and max */
 
 /*
  * ctf_pool_parse reads def's spec.pool into *out (all zero without one).

@@ -272,13 +272,14 @@ void ctf_rollout_seed(ctf_rollout *r, const char *key, const json_t *uids)
     pthread_mutex_lock(&r->lock);
     json_t *e = entry(r, key, true);
     json_t *slots = json_object_get(e, "slots");
-    json_array_foreach(uids, i, u)
-    {
-        if (json_string_value(u))
-            json_object_set_new(slots, json_string_value(u), json_true());
-    }
-    if (e)
+    if (e && !json_is_true(json_object_get(e, "seeded"))) { /* the first seed only */
+        json_array_foreach(uids, i, u)
+        {
+            if (json_string_value(u))
+                json_object_set_new(slots, json_string_value(u), json_true());
+        }
         json_object_set_new(e, "seeded", json_true());
+    }
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -327,6 +328,15 @@ json_t *ctf_rollout_end(ctf_rollout *r, const char *key, const char *uid, int bu
     }
     pthread_mutex_unlock(&r->lock);
     return wake;
+}
+
+void ctf_rollout_unwait(ctf_rollout *r, const char *key, const char *uid)
+{
+    if (!uid)
+        return;
+    pthread_mutex_lock(&r->lock);
+    json_object_del(json_object_get(entry(r, key, false), "waiting"), uid);
+    pthread_mutex_unlock(&r->lock);
 }
 
 bool ctf_rollout_holds(ctf_rollout *r, const char *key, const char *uid)

@@ -138,7 +138,12 @@ void ctf_rollout_free(ctf_rollout *r);
  */
 bool ctf_rollout_seeded(ctf_rollout *r, const char *key);
 
-/* ctf_rollout_seed marks key seeded, with the uids (an array of strings) being replaced. */
+/*
+ * ctf_rollout_seed marks key seeded, with the uids (an array of strings)
+ * being replaced; a no-op when key is seeded already. Several workers may
+ * each build a seed from the caches at once: only the first one counts, so
+ * a later one, read before a slot was given back, cannot put it back.
+ */
 void ctf_rollout_seed(ctf_rollout *r, const char *key, const json_t *uids);
 
 /*
@@ -158,6 +163,15 @@ bool ctf_rollout_begin(ctf_rollout *r, const char *key, const char *uid, int bud
  * under budget, each handed out once.
  */
 json_t *ctf_rollout_end(ctf_rollout *r, const char *key, const char *uid, int budget);
+
+/*
+ * ctf_rollout_unwait stops uid's waiting for a slot of key, if it waits: its
+ * pass no longer asks for one (it went Error, the definition went back to
+ * the version it runs, or the strategy became OnNextStart). Otherwise a
+ * freed slot would be handed to it, and sit idle until a real waiter's
+ * recheck.
+ */
+void ctf_rollout_unwait(ctf_rollout *r, const char *key, const char *uid);
 
 /* ctf_rollout_holds: uid holds a slot of key. */
 bool ctf_rollout_holds(ctf_rollout *r, const char *key, const char *uid);
