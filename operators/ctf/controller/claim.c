@@ -37,8 +37,8 @@
  * the Namespace); the flag Secret when the flag is dynamic, then one touch
  * per pod so the kubelet rewrites the flag file at once; the Challenge's
  * status. Besides: the finalizer of a Challenge created without it, and
- * the Claimed Event; and before the claim, a list of the definition by
- * name (reconcile.c), so that a claim right after a change of the
+ * the Claimed Event; and before the claim, a GET of the definition
+ * (reconcile.c), so that a claim right after a change of the
  * definition never takes a warm instance of the old version: any such read
  * that started after the Challenge was first seen serves, so the claims of
  * a burst share them (core/fresh.h) and most send none. A conflict or a

@@ -435,21 +435,21 @@ static bool namespace_going(ctf_operator *op, const char *ns)
 
 /*
  * read_definition is the quorum read of definition ns/name
- * (ctf_fresh_read_fn): a list by name, which the operator's role grants
- * already (no get). *out: the definition, or NULL when there is none.
+ * (ctf_fresh_read_fn): a GET by name, which the apiserver serves from etcd.
+ * Not a list by name: a list without a resourceVersion is served from the
+ * apiserver's watch cache once that cache has caught up with etcd
+ * (ConsistentListFromCache), and the cache of a resource that rarely
+ * changes catches up only at etcd's next progress notification, which the
+ * apiserver asks for every 100 ms while reads wait. In a burst of claims
+ * that wait was most of a claim's time (docs/benchmarks.md).
+ * *out: the definition, or NULL when there is none.
  */
 static kop_err read_definition(const char *ns, const char *name, json_t **out, void *user)
 {
     kop_status st;
-    json_t *list = NULL;
-    char selector[CTF_TEAM_KEY_SIZE];
-    snprintf(selector, sizeof selector, "metadata.name=%s", name);
-    kop_err err = kop_list(user, &CTF_DEFINITIONS, ns,
-                           &(kop_list_opts){.field_selector = selector}, &list, &st);
-    json_t *item = err ? NULL : json_array_get(json_object_get(list, "items"), 0);
-    *out = item && kop_streq(kop_meta_name(item), name) ? json_incref(item) : NULL;
-    json_decref(list);
-    return err;
+    *out = NULL;
+    kop_err err = kop_get(user, &CTF_DEFINITIONS, ns, name, out, &st);
+    return err == KOP_ENOTFOUND ? KOP_OK : err;
 }
 
 /*

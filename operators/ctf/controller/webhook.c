@@ -17,8 +17,8 @@
  * What it reads: the operator's caches, never a list: the quotas' ledger
  * (fed by the Challenge and namespace caches on every replica, leader or
  * not) and the definitions' cache. A definition the cache does not hold
- * yet is asked of the apiserver once (a list by name, which the operator's
- * role grants), since `kubectl apply -f` of a file with a definition and a
+ * yet is asked of the apiserver once (a GET by name, served from etcd),
+ * since `kubectl apply -f` of a file with a definition and a
  * Challenge creates them milliseconds apart: refusing on a lagging cache
  * would refuse a valid Challenge. That read has its own client with a
  * short timeout and no retries, well inside the webhook's timeoutSeconds.
@@ -105,34 +105,24 @@ static bool synced(void *user)
 
 /*
  * definition finds ns/name in the definitions' cache, and on a miss asks
- * the apiserver (a list by name: quorum read, the role's verb) so that a
+ * the apiserver (a GET: served from etcd, a quorum read) so that a
  * definition created a moment ago is not taken for a missing one.
  */
 static kop_err definition(void *user, const char *ns, const char *name, json_t **def)
 {
     ctf_webhook *w = user;
-    char selector[CTF_TEAM_KEY_SIZE];
-    json_t *list = NULL;
     kop_status st;
     *def = NULL;
     if (kop_informer_dup(w->op->definitions, ns, name, def) == KOP_OK)
         return KOP_OK;
     if (!kop_meta_is_valid_dns1123_subdomain(name))
         return KOP_ENOTFOUND; /* no object can bear that name */
-    snprintf(selector, sizeof selector, "metadata.name=%s", name);
-    kop_err err = kop_list(w->client, &CTF_DEFINITIONS, ns,
-                           &(kop_list_opts){.field_selector = selector}, &list, &st);
-    if (err) {
+    kop_err err = kop_get(w->client, &CTF_DEFINITIONS, ns, name, def, &st);
+    if (err && err != KOP_ENOTFOUND)
         kop_log(KOP_LOG_WARN, "webhook: could not read a ChallengeDefinition",
                 KOP_LOG_STR("namespace", ns), KOP_LOG_STR("name", name), KOP_LOG_ERR(err),
                 KOP_LOG_STR("message", st.message));
-        return err;
-    }
-    json_t *found = json_array_get(json_object_get(list, "items"), 0);
-    if (found && kop_streq(kop_meta_name(found), name))
-        *def = json_incref(found);
-    json_decref(list);
-    return *def ? KOP_OK : KOP_ENOTFOUND;
+    return err;
 }
 
 /* validate is the handler the server calls: the judgement, logged when it refuses. */
