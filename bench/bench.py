@@ -37,11 +37,13 @@ fresh devcluster (same binary, same flags, same etcd state at the start):
          N bare pods of the same image, create -> flag through a node port.
 
 --perf OPS profiles the warm phase of the named operators with perf (the
-loader's run only; in the rolling cells the update; 199 Hz, DWARF call graphs) and writes perf.txt beside the
-run's figures: the top of the report by library and symbol. In the rolling
-cells "devcluster" among OPS profiles the control plane's process over the
-update, in kopc's run and the limit's (perf-devcluster.txt): what the
-apiserver spends on each. A profiled run
+loader's run only; in the rolling cells the update; in the teams cells the
+burst; 199 Hz, DWARF call graphs) and writes perf.txt beside the run's
+figures: the top of the report by library and symbol. "devcluster" among
+OPS profiles the control plane's process (frame pointers) over the rolling
+update and over the teams cells' burst and their limit's run, kopc's and
+the limit's alike (perf-devcluster.txt): what the apiserver spends on each.
+A profiled run
 is slower, so its figures are never published.
 
 A sampler reads /proc/PID/stat (utime + stime) and /proc/PID/status (VmRSS)

@@ -267,6 +267,25 @@ def wait_pool_ready(c, n, timeout=1800, definition="bench"):
 
 
 
+def wait_namespaces_settled(c, prefix, n, timeout=600):
+    """Wait until the control plane has made its own objects in the n
+    namespaces named prefix*: each one's default ServiceAccount and its
+    kube-root-ca.crt ConfigMap (the controller-manager writes both soon after
+    a namespace appears). A phase that made its namespaces right before its
+    measurement would otherwise measure those 2n writes with it."""
+    t0 = time.time()
+
+    def count(kind, name):
+        out = c.kubectl("get", kind, "-A", "--field-selector", f"metadata.name={name}",
+                        "-o", "jsonpath={.items[*].metadata.namespace}")
+        return sum(1 for ns in out.split() if ns.startswith(prefix))
+    while time.time() - t0 < timeout:
+        if count("serviceaccounts", "default") >= n and count("configmaps", "kube-root-ca.crt") >= n:
+            return time.time() - t0
+        time.sleep(1)
+    raise RuntimeError(f"the control plane did not settle {n} new namespaces within {timeout} s")
+
+
 def pool_claims(c):
     """How many instance namespaces came from a warm pool (claimed ones)."""
     claimed = c.kubectl("get", "ns", "-l", "ctf.kopc.io/pool,ctf.kopc.io/challenge", "-o", "name")

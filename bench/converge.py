@@ -36,8 +36,10 @@ def measure_limit(args, workload, n, out, extra=(), phase="limit"):
         writes = ApiWrites(c, workload)
         run.start()
         dc0, tr0 = proc_cpu(c.pid), traefik_cpu(c)
+        dc_prof = Profile(args, None, c.pid, out)  # --perf devcluster
         s = loader(c, workload, n, "alone", out, args.threads, extra=extra)
         dc1, tr1 = proc_cpu(c.pid), traefik_cpu(c)
+        dc_prof.stop()
         if tr0 is not None and tr1 is not None:
             s["traefik_cpu_s"] = tr1 - tr0
         run.stop()

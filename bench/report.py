@@ -434,7 +434,8 @@ def claims_table(results, n, w="teams"):
         f"loader alone creates each Challenge and does an instance's writes (no pool), or a "
         f"claim's writes (a claim patch of a warm namespace and the status: with a pool); "
         f"latency: the create due → Running seen by a watch. Ratios: the median of per-trial "
-        f"paired ratios (min–max).\n" + (
+        f"paired ratios (min–max). Control plane CPU per claim: the devcluster's process "
+        f"(apiserver, etcd, controllers, fake nodes) over the burst ÷ N.\n" + (
             "\nThe gateway mode (`--gateway-domain`, Traefik as a process on the host, no "
             "probe address: fake nodes serve nothing): a claim also writes the team's TLSRoute, "
             "and Running (kopc's and the limit's) waits until Traefik has written the route "
@@ -443,9 +444,10 @@ def claims_table(results, n, w="teams"):
             "gateway.\n" if gw else ""),
         "| | Running | served from the pool | p50 (ms) | p99 (ms) | max (ms) "
         "| p99 × the limit's | within 250 ms | writes per object (apiserver) "
-        "| CPU per claim (ms) | passes per claim | pool warm-up (s) |"
-        + (" Traefik CPU (s) |" if gw else ""),
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if gw else "")]
+        "| CPU per claim (ms) | control plane CPU per claim (ms) | passes per claim "
+        "| pool warm-up (s) |" + (" Traefik CPU (s) |" if gw else ""),
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        + ("---:|" if gw else "")]
     rows = (("the limit: an instance's writes", "limit", "claims-fresh"),
             ("kopc, no pool", "kopc", "claims-fresh"),
             ("the limit: a claim's writes", "limit", "claims-pool"),
@@ -456,9 +458,10 @@ def claims_table(results, n, w="teams"):
             continue
         if r.get("done") != n:
             lines.append(f"| {label} | FAILED ({r.get('done')}/{n}) {r.get('error', '')[:60]} |"
-                         + " |" * 10)
+                         + " |" * 11)
             continue
         c = r.get("claim_ms") or r.get("latency_ms") or {}
+        dc = r.get("devcluster_cpu_s")
         within = r.get("within_250ms")
         lines.append(
             f"| {label} | {r['done']:,.0f} | {fmt(r.get('served_from_pool'), 0)} "
@@ -466,6 +469,7 @@ def claims_table(results, n, w="teams"):
             f"| {fmt_ratio(paired(results, w, n, (op, phase), ('limit', phase), p99_of)) if op != 'limit' else '1.00'} "
             f"| {fmt(within, 0)} | {fmt(api_writes_median(results, w, n, op, phase), 1)} "
             f"| {fmt(r.get('cpu_ms_per_object'), 2) if op != 'limit' else '–'} "
+            f"| {fmt(dc * 1000 / n if dc is not None else None, 1)} "
             f"| {fmt(r.get('passes_per_claim'), 1) if op != 'limit' else '–'} "
             f"| {fmt(r.get('pool_warmup_s'), 0)} |"
             + (f" {fmt(r.get('traefik_cpu_s'), 1)} |" if gw else ""))
