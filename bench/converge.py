@@ -21,7 +21,7 @@ from common import proc_cpu, proc_pss_kib, proc_status, team_token, writes_of
 from gateway import traefik_cpu
 from harness import API_PHASES, QUICK_SPREAD_MS, loader, quiet_gate
 from operators import Profile, measured_operator, reconciles_of, requests_of
-from pool import make_warm_namespaces
+from pool import make_warm_instances
 
 
 def measure_limit(args, workload, n, out, extra=(), phase="limit"):
@@ -30,8 +30,8 @@ def measure_limit(args, workload, n, out, extra=(), phase="limit"):
     os.makedirs(out, exist_ok=True)
     c = fresh_cluster(args, workload, n, "limit")
     with measured_operator(None, c, out, n, start=False) as run:
-        if "--claim" in extra:  # with the Service the route names, in the gateway mode
-            make_warm_namespaces(c, n, service="--gateway-domain" in extra)
+        if "--claim" in extra:  # a warm pool to claim from, as kopc's
+            make_warm_instances(c, workload, n, out, args.threads)
         quiet_gate(args)
         writes = ApiWrites(c, workload)
         run.start()

@@ -14,8 +14,8 @@ many teams saw Running within DEADLINE_S. Python's asyncio, standard library onl
 
 The cells (the teams cells' claims-fresh and claims-pool): measure_claims,
 on a fresh cluster in the frame operators.measured_operator; the limit of a
-claim claims the warm namespaces make_warm_namespaces made
-(converge.measure_limit with the loader's --claim).
+claim claims the warm instances make_warm_instances made (the loader's
+--mode warm; converge.measure_limit with the loader's --claim).
 
 The teams-gw cells (issue 29, item 4) measure claims-pool in ctf-operator's
 gateway mode: the operator runs with --gateway-domain (no probe address:
@@ -23,9 +23,9 @@ fake nodes serve nothing), Traefik serves the Gateway (bench/gateway.py),
 a claim also writes the team's route, and Running waits for Traefik to
 accept it. Their limit does the same: the loader's --claim with
 --gateway-domain applies the route after the claim patch and writes Running
-once a watch sees it accepted; each warm namespace then also holds the
-exposed Service the route names (Traefik refuses a route to a Service that
-does not exist).
+once a watch sees it accepted; the warm instance holds the exposed Service
+the route names (Traefik refuses a route to a Service that does not
+exist).
 """
 import asyncio
 import json
@@ -34,10 +34,10 @@ import resource
 import time
 
 import streams
-from cluster import ApiWrites, Kube, fresh_cluster, wait_namespaces_settled, wait_pool_ready
-from common import parallel, proc_cpu, team_token, writes_of
+from cluster import ApiWrites, fresh_cluster, wait_namespaces_settled, wait_pool_ready
+from common import proc_cpu, team_token, writes_of
 from gateway import traefik_cpu
-from harness import burst_ms, quiet_gate
+from harness import burst_ms, loader, quiet_gate
 from operators import Profile, measured_operator, reconciles_of, requests_of
 
 BURST_MS = 10000        # N teams press Create within 10 s
@@ -135,31 +135,39 @@ def route_split(c, times):
             "accepted_to_running_ms": streams.spread(accepted_running)}
 
 
-def make_warm_namespaces(c, n, service=False):
-    """The limit of a claim: namespaces bench-warm-<i> with a warm pool's
-    label, for the loader (--claim) to claim; made before the gate, unmeasured.
-    service (the gateway mode): each also holds the bench definition's
-    exposed Service (tcp, port 1337), which the team's route names."""
-    kube = Kube(c.kubeconfig, os.path.join(c.dir, "harness"))
+def make_warm_instances(c, workload, n, out, threads):
+    """The limit of a claim: a warm pool of n for the loader (--claim) to
+    claim, made before the gate, unmeasured: the loader's --mode warm
+    applies every object of warm instance i as the pool would
+    (ctf_build_pooled_children, with the Services a gateway route names),
+    then this waits for their pods Ready and for the control plane's own
+    writes for the new namespaces (a default ServiceAccount and a root CA
+    ConfigMap each). So the limit's claims meet an apiserver holding what
+    kopc's meet after the pool's warm-up, not n bare namespaces (a quarter
+    of the memory: a cheaper apiserver)."""
+    prep = os.path.join(out, "warm-pool")
+    os.makedirs(prep, exist_ok=True)
+    s = loader(c, workload, n, "warm", prep, threads)
+    if s.get("exit") != 0 or s.get("done") != n:
+        raise RuntimeError(f"the limit's warm pool: {s.get('done')} of {n} made "
+                           f"(see {prep}/loader-warm.log)")
+    wait_warm_ready(c, n)
+    wait_namespaces_settled(c, "ctf-bench-", n)
 
-    def make(i):
-        ns = "bench-warm-%05d" % i
-        st, body = kube.request("POST", "/api/v1/namespaces", {
-            "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": ns, "labels": {"ctf.kopc.io/pool": "bench"}}})
-        if st not in (200, 201):
-            raise RuntimeError(f"warm namespace {i}: HTTP {st} {body[:200]!r}")
-        if service:
-            st, body = kube.request("POST", f"/api/v1/namespaces/{ns}/services", {
-                "apiVersion": "v1", "kind": "Service", "metadata": {"name": "tcp"},
-                "spec": {"selector": {"ctf.kopc.io/pod": "echo"},
-                         "ports": [{"name": "tcp", "port": 1337, "protocol": "TCP"}]}})
-            if st not in (200, 201):
-                raise RuntimeError(f"warm Service {i}: HTTP {st} {body[:200]!r}")
-    parallel(make, range(n))
-    # Made right before the limit's measurement: the control plane's own writes for them (a
-    # ServiceAccount and a ConfigMap each) are done first, as the pool's are before kopc's.
-    wait_namespaces_settled(c, "bench-warm-", n)
+
+def wait_warm_ready(c, n, timeout=1800):
+    """Wait until n Deployments of warm instances (label ctf.kopc.io/pool)
+    have every replica available."""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        out = c.kubectl("get", "deployments", "-A", "-l", "ctf.kopc.io/pool", "-o",
+                        "jsonpath={range .items[*]}{.spec.replicas}/"
+                        "{.status.availableReplicas} {end}")
+        ready = sum(1 for x in out.split() if x.split("/")[0] == x.split("/")[1])
+        if ready >= n:
+            return time.time() - t0
+        time.sleep(2)
+    raise RuntimeError(f"the limit's warm pool of {n} was not available within {timeout} s")
 
 
 def deployment_generations(c):

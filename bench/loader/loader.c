@@ -9,7 +9,7 @@
  *
  *   bench-loader --kubeconfig PATH --workload flighttickets|challenges
  *                --count N --namespace NS --out DIR
- *                [--mode operator|alone|create|wait] [--threads T]
+ *                [--mode operator|alone|create|wait|warm] [--threads T]
  *                [--definition NAME] [--t0-ms EPOCH_MS] [--timeout SECONDS]
  *
  * Modes:
@@ -29,29 +29,36 @@
  *             the cold-start measurement).
  *   wait      create nothing; wait until the N objects are done. Times are
  *             taken from --t0-ms (the operator's start).
+ *   warm      (challenges) the warm pool the claim limit claims from, made
+ *             unmeasured: warm instance i of the definition (its objects
+ *             built by ctf-operator's own code, ctf_build_pooled_children,
+ *             with id warm_id(i), in namespace ctf_pool_namespace), every
+ *             child server-side applied. Done when applied; the harness
+ *             then waits for the pods Ready. So the limit's claims meet an
+ *             apiserver holding what kopc's meet: a pool's worth of objects.
  *   api       (challenges) each team asks the CTF operator's instance API
  *             for its instance: PUT --api URL/api/v1/teams/team-<i>/
  *             instances/<definition> with the bearer token of --api-token;
  *             the operator creates the Challenge (the burst scenario).
  *
  * --claim       (challenges, alone) the limit for a claim from a warm pool:
- *             instead of building the instance, the loader claims the
- *             namespace bench-warm-<i> (made beforehand, unmeasured, by the
- *             harness) with a merge patch of its labels, as ctf-operator's
+ *             instead of building the instance, the loader claims warm
+ *             instance i (made beforehand, unmeasured, by --mode warm) with a
+ *             merge patch of its Namespace's labels, as ctf-operator's
  *             claim does, and patches the Challenge Running at once (a warm
  *             instance's pods are already Ready): a claim's writes, the
  *             create, the claim patch and the status.
  *
  * --gateway-domain D  (with --claim) the claim in ctf-operator's gateway
  *             mode: after the claim patch the loader server-side applies the
- *             team's route of each exposure into bench-warm-<i> (built by
+ *             team's route of each exposure into the warm namespace (built by
  *             ctf-operator's own code, ctf_gateway_route_spec, hosts under a
  *             key of the loader's), and patches the Challenge Running only
  *             once a watch of the routes sees the Gateway kopc-gateway/ctf
  *             accept the first exposure's route (Accepted and ResolvedRefs,
  *             ctf_gateway_route_state: the operator's own condition). The
- *             harness runs the gateway (Traefik) and gives each warm
- *             namespace the exposed Service the route names.
+ *             harness runs the gateway (Traefik); the warm instance holds
+ *             the exposed Service the route names.
  *
  * --spread-ms MS paces the creates (any mode): object i is sent MS * i / N
  * milliseconds after the first, so N teams press Create within MS (the
@@ -115,7 +122,7 @@ static const kop_resource CHILD_KINDS[] = {
 #define FIELD_MANAGER "bench-loader"
 #define MAX_THREADS   64
 
-enum mode { MODE_OPERATOR, MODE_ALONE, MODE_CREATE, MODE_WAIT, MODE_API };
+enum mode { MODE_OPERATOR, MODE_ALONE, MODE_CREATE, MODE_WAIT, MODE_API, MODE_WARM };
 
 /* record: what happened to object i. Times are epoch milliseconds, 0: not yet. */
 struct record {
@@ -403,16 +410,59 @@ static kop_err route_writes(kop_client *c, int i, const json_t *chal, const char
     return err;
 }
 
+/* warm_id: warm instance i's id (CTF_POOL_ID_LEN hex digits, as the pool's random ones). */
+static void warm_id(int i, char id[CTF_POOL_ID_LEN + 1])
+{
+    snprintf(id, CTF_POOL_ID_LEN + 1, "%0*x", CTF_POOL_ID_LEN, (unsigned)i);
+}
+
+/* warm_namespace: the namespace of warm instance i (ctf_pool_namespace, as the pool names it). */
+static void warm_namespace(int i, char *ns, size_t size)
+{
+    char id[CTF_POOL_ID_LEN + 1];
+    warm_id(i, id);
+    if (ctf_pool_namespace(L.ns, L.definition, id, ns, size) != KOP_OK)
+        ns[0] = '\0';
+}
+
+/*
+ * warm_writes makes warm instance i (--mode warm): every object the pool
+ * would (ctf_build_pooled_children), server-side applied.
+ */
+static kop_err warm_writes(kop_client *c, int i, kop_status *st)
+{
+    ctf_config cfg = {.node_address = "127.0.0.1"};
+    char id[CTF_POOL_ID_LEN + 1];
+    json_t *children = NULL, *child;
+    size_t k;
+    warm_id(i, id);
+    kop_err err = ctf_build_pooled_children(&cfg, L.def, id, NULL, L.flag, &children, st);
+    kop_write_opts wo = {.field_manager = FIELD_MANAGER, .force = true};
+    json_array_foreach(children, k, child)
+    {
+        const kop_resource *r = kind_resource(child);
+        kop_patch_req req = {.target = {r, kop_meta_namespace(child), kop_meta_name(child)},
+                             .type = KOP_PATCH_APPLY,
+                             .patch = child,
+                             .opts = wo};
+        err = r ? kop_patch_object(c, &req, NULL, st) : KOP_EINVAL;
+        if (err)
+            break;
+    }
+    json_decref(children);
+    return err;
+}
+
 /*
  * claim_writes does a warm-pool claim's writes for challenge i (alone mode,
- * --claim): the merge patch that labels the warm namespace bench-warm-<i>
- * for the Challenge and carries its uid (what ctf-operator's claim_one
+ * --claim): the merge patch that labels warm instance i's Namespace for
+ * the Challenge and carries its uid (what ctf-operator's claim_one
  * writes), then its status Running in that namespace.
  */
 static kop_err claim_writes(kop_client *c, int i, const json_t *chal, kop_status *st)
 {
-    char ns[64];
-    snprintf(ns, sizeof ns, "bench-warm-%05d", i);
+    char ns[CTF_NAMESPACE_SIZE];
+    warm_namespace(i, ns, sizeof ns);
     const char *uid = kop_meta_uid(chal);
     json_t *patch = json_pack("{s:{s:{s:s, s:s}, s:{s:s}}}", "metadata", "labels",
                               CTF_LABEL_CHALLENGE, kop_meta_name(chal), CTF_LABEL_CHALLENGE_NS,
@@ -455,7 +505,7 @@ static void *patcher(void *arg)
         snprintf(name, sizeof name, "%s-%05d", L.prefix, i);
         snprintf(team, sizeof team, "team-%05d", i);
         if (L.claim)
-            snprintf(ns, sizeof ns, "bench-warm-%05d", i); /* gateway mode: as claim_writes */
+            warm_namespace(i, ns, sizeof ns); /* gateway mode: as claim_writes */
         else if (ctf_instance_namespace(L.ns, L.definition, team, ns, sizeof ns) != KOP_OK)
             ns[0] = '\0';
         json_t *obj = json_pack("{s:{s:s, s:s}}", "metadata", "name", name, "namespace", L.ns);
@@ -646,11 +696,14 @@ static void *creator(void *arg)
         kop_write_req create = {.target = {L.tickets ? &TICKETS : &CHALLENGES, L.ns, NULL},
                                 .object = obj};
         L.rec[i].sent = pace(i);
-        kop_err err = L.mode == MODE_API
-                          ? api_put(h, i, &st)
-                          : kop_create_object(c, &create, L.mode == MODE_ALONE ? &stored : NULL,
-                                              &st);
+        kop_err err = L.mode == MODE_API    ? api_put(h, i, &st)
+                      : L.mode == MODE_WARM ? warm_writes(c, i, &st)
+                                            : kop_create_object(
+                                                  c, &create,
+                                                  L.mode == MODE_ALONE ? &stored : NULL, &st);
         L.rec[i].created = now_ms();
+        if (!err && L.mode == MODE_WARM)
+            L.rec[i].done = L.rec[i].created;
         if (!err && L.mode == MODE_ALONE)
             err = L.tickets  ? ticket_writes(c, stored, &st)
                   : L.claim ? claim_writes(c, i, stored, &st)
@@ -796,6 +849,7 @@ static void write_output(double t_start, double t_end)
             : L.mode == MODE_ALONE  ? "alone"
             : L.mode == MODE_CREATE ? "create"
             : L.mode == MODE_API    ? "api"
+            : L.mode == MODE_WARM   ? "warm"
                                     : "wait",
             L.count, L.threads, ndone, atomic_load(&L.nerrors), atomic_load(&L.nwrites), t_start,
             first, last_created, last_done, t_end,
@@ -811,7 +865,7 @@ static void write_output(double t_start, double t_end)
 static void usage(void)
 {
     fprintf(stderr, "usage: bench-loader --kubeconfig PATH --workload flighttickets|challenges "
-                    "--count N --namespace NS --out DIR [--mode operator|alone|create|wait] "
+                    "--count N --namespace NS --out DIR [--mode operator|alone|create|wait|warm] "
                     "[--threads T] [--definition NAME] [--t0-ms MS] [--timeout S] "
                     "[--spread-ms MS] [--claim 1 [--gateway-domain D]] [--mode api --api URL --api-token TOKEN]\n");
     exit(2);
@@ -877,6 +931,8 @@ static void parse_args(int argc, char **argv)
         L.mode = MODE_WAIT;
     else if (!strcmp(mode, "api") && !L.tickets && L.api && L.api_token)
         L.mode = MODE_API;
+    else if (!strcmp(mode, "warm") && !L.tickets)
+        L.mode = MODE_WARM;
     else
         usage();
 }
@@ -914,7 +970,7 @@ int main(int argc, char **argv)
     pthread_t threads[MAX_THREADS], patchers[2];
     struct child_watch children[] = {{.res = &DEPLOYMENTS, .on_event = deployment_event},
                                      {.res = &SLICES, .on_event = slice_event}};
-    bool waits = L.mode != MODE_CREATE;
+    bool waits = L.mode != MODE_CREATE && L.mode != MODE_WARM;
     bool alone_chal = L.mode == MODE_ALONE && !L.tickets && !L.claim;
     bool gw_claim = L.mode == MODE_ALONE && L.claim && L.gateway_domain;
     struct child_watch routes = {.res = &TLSROUTES, .on_event = route_event};
@@ -933,6 +989,8 @@ int main(int argc, char **argv)
             if (pthread_create(&patchers[i], NULL, patcher, NULL))
                 die("thread", KOP_ENOMEM, NULL);
     }
+    if (L.mode == MODE_WARM)
+        prepare_challenges(w.c);
     if (gw_claim) {
         kop_status st;
         prepare_challenges(w.c);

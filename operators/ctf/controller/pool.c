@@ -46,6 +46,7 @@
 
 #define POOL_CREATE_BATCH 20    /* warm instances started per pass */
 #define POOL_RESYNC_MS    30000 /* an autoscaled pool looks again as its window slides */
+#define POOL_REPORT_EVERY_MS 1000 /* status.pool written at most this often per pool */
 #define POOL_SEEN_MS      60000 /* a warm instance unchanged is looked at fully this often */
 #define SEEN_CLAIMED      1     /* what a pass records of a warm namespace: claimed, */
 #define SEEN_READY        2     /* or unclaimed and Ready, */
@@ -182,10 +183,47 @@ static void delete_extra(ctf_operator *op, const kop_reconcile *req, const char 
 }
 
 /*
+ * unavailable_since: the latest time one of namespace ns's Deployments
+ * became unavailable (its Available condition's lastTransitionTime, status
+ * not True), at least since; -1 when the cache shows every one of them
+ * Available (the instance lost a pod the Deployments have not noticed yet:
+ * it is not starting).
+ */
+static time_t unavailable_since(ctf_operator *op, const char *ns, time_t since)
+{
+    json_t *deps = NULL, *dep, *cond;
+    size_t i, j;
+    bool all_available = true;
+    if (kop_informer_list(op->deployments, ns, &deps) != KOP_OK)
+        return since;
+    json_array_foreach(deps, i, dep)
+    {
+        bool available = false;
+        json_array_foreach(ctf_get2(dep, "status", "conditions"), j, cond)
+        {
+            time_t t;
+            if (!kop_streq(json_string_value(json_object_get(cond, "type")), "Available"))
+                continue;
+            available = kop_streq(json_string_value(json_object_get(cond, "status")), "True");
+            const char *at = json_string_value(json_object_get(cond, "lastTransitionTime"));
+            if (!available && at && ctf_parse_time(at, &t) == KOP_OK && t > since)
+                since = t;
+        }
+        all_available = all_available && available;
+    }
+    bool any = json_array_size(deps) > 0;
+    json_decref(deps);
+    return any && all_available ? -1 : since;
+}
+
+/*
  * started_too_long: a warm instance not Ready within the definition's
- * start timeout of its newest pod (or of the namespace, before it has any):
- * one that was Ready for hours and lost a pod (an eviction, a restart) has
- * its new pod's start timeout, not none left.
+ * start timeout, counted from the latest of its namespace's creation, its
+ * newest pod's, and the time a Deployment of it became unavailable: one
+ * that was Ready for hours and lost a pod (an eviction, a restart) has its
+ * new pod's start timeout, not none left, also in the moment between its
+ * pod's deletion and the new pod's creation (when the cache may show no
+ * pod at all, or the Deployment still Available: then it is not starting).
  */
 static bool started_too_long(ctf_operator *op, const json_t *def, const json_t *n)
 {
@@ -204,7 +242,8 @@ static bool started_too_long(ctf_operator *op, const json_t *def, const json_t *
         }
     }
     json_decref(pods);
-    return difftime(time(NULL), since) * 1000 >= (double)timeout_ms;
+    since = unavailable_since(op, kop_meta_name(n), since);
+    return since >= 0 && difftime(time(NULL), since) * 1000 >= (double)timeout_ms;
 }
 
 /* mark_dirty records that an object of the warm namespace ns changed (pool_reconcile looks at
@@ -465,9 +504,32 @@ static kop_err start_warm(ctf_operator *op, const kop_reconcile *req, const json
     return err;
 }
 
-/* report writes status.pool when it changed, and the pool's gauges. */
-static void report(ctf_operator *op, const kop_reconcile *req, const json_t *def, int target,
-                   const pool_view *v)
+/*
+ * report_wait: how long status.pool of pool key waits before it is written
+ * again, at most once every POOL_REPORT_EVERY_MS (0: now, which is noted as
+ * its last write). Every claim wakes the pool pass, and every pass found
+ * the counts changed: a burst of 1,000 claims wrote status.pool 300 times
+ * in 10 s. The pass comes again when the wait is over, so the last counts
+ * are written.
+ */
+static long report_wait(ctf_pool *p, const char *key, int64_t now)
+{
+    long wait_ms = 0;
+    pthread_mutex_lock(&p->lock);
+    const json_t *last = json_object_get(p->reported, key);
+    int64_t since = last ? now - (int64_t)json_integer_value(last) : POOL_REPORT_EVERY_MS;
+    if (since < POOL_REPORT_EVERY_MS)
+        wait_ms = (long)(POOL_REPORT_EVERY_MS - since);
+    else
+        json_object_set_new(p->reported, key, json_integer(now));
+    pthread_mutex_unlock(&p->lock);
+    return wait_ms;
+}
+
+/* report writes status.pool when it changed (report_wait permitting), and the pool's gauges;
+ * returns when the pass must come again to write it (ms; 0: no need). */
+static long report(ctf_operator *op, const kop_reconcile *req, const json_t *def,
+                   const char *key, int target, const pool_view *v)
 {
     const char *ns = kop_meta_namespace(def), *name = kop_meta_name(def);
     const char *l_target[] = {ns, name, NULL};
@@ -483,7 +545,12 @@ static void report(ctf_operator *op, const kop_reconcile *req, const json_t *def
                              "ready", v->ready, "claimed", v->claimed);
     if (!want || json_equal(want, ctf_get2(def, "status", "pool"))) {
         json_decref(want);
-        return;
+        return 0;
+    }
+    long wait_ms = report_wait(op->pool, key, kop_mono_ms());
+    if (wait_ms > 0) {
+        json_decref(want);
+        return wait_ms;
     }
     json_t *patch = json_pack("{s:{s:o}}", "status", "pool", want);
     kop_status st;
@@ -496,6 +563,7 @@ static void report(ctf_operator *op, const kop_reconcile *req, const json_t *def
         kop_logger_log(req->log, KOP_LOG_WARN, "pool status not written", KOP_LOG_ERR(err),
                        KOP_LOG_STR("detail", st.message));
     json_decref(patch);
+    return err && err != KOP_ENOTFOUND ? POOL_REPORT_EVERY_MS : 0;
 }
 
 /* retarget tells (an Event) when an autoscaled pool's target changes. */
@@ -571,6 +639,7 @@ static void forget_pool(ctf_operator *op, const char *key, const char *ns, const
     pthread_mutex_lock(&p->lock);
     json_object_del(p->requests, key);
     json_object_del(p->targets, key);
+    json_object_del(p->reported, key);
     json_object_del(p->failing, key);
     json_object_del(p->cursors, key);
     json_object_del(p->seen, key);
@@ -631,9 +700,11 @@ kop_result ctf_pool_reconcile(const kop_reconcile *req, void *user)
                        KOP_LOG_INT("target", target));
     v.unclaimed += started;
     /* A definition that never had a pool gets no status.pool written. */
-    if (def && (pooled || ctf_get2(def, "status", "pool")))
-        report(op, req, def, target, &v);
-    long report_ms = def ? ctf_update_report(op, req, def) : 0; /* on the current version? */
+    long report_ms = def && (pooled || ctf_get2(def, "status", "pool"))
+                         ? report(op, req, def, key, target, &v)
+                         : 0;
+    if (def) /* on the current version? */
+        report_ms = ctf_min_positive(report_ms, ctf_update_report(op, req, def));
     if (!def)
         forget_pool(op, key, req->namespace, req->name);
     json_decref(v.spare);

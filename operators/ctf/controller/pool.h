@@ -41,6 +41,7 @@ struct ctf_pool {
     json_t *dirty;    /* warm namespace -> true: an object of it changed since it was looked at */
     json_t *requests; /* pool key -> [monotonic ms, ...], oldest first */
     json_t *targets;  /* pool key -> the target last acted on */
+    json_t *reported; /* pool key -> when status.pool was last written (kop_mono_ms) */
     json_t *failing;  /* pool key -> {"n": passes with failures, "gen": generation, "until": ms} */
     kop_controller *ctl;
     kop_metric *target_metric, *instances_metric, *claims_metric;

@@ -378,6 +378,7 @@ void ctf_pool_free(ctf_pool *p)
     json_decref(p->dirty);
     json_decref(p->requests);
     json_decref(p->targets);
+    json_decref(p->reported);
     json_decref(p->failing);
     pthread_mutex_destroy(&p->lock);
     free(p);
@@ -398,11 +399,12 @@ kop_err ctf_setup_pool(ctf_operator *op, kop_status *st)
     p->dirty = json_object();
     p->requests = json_object();
     p->targets = json_object();
+    p->reported = json_object();
     p->failing = json_object();
     op->pool = p;
     kop_err err =
         p->decided && p->taken && p->pending && p->busy && p->cursors && p->seen && p->dirty &&
-                    p->requests && p->targets && p->failing
+                    p->requests && p->targets && p->reported && p->failing
             ? KOP_OK
             : KOP_ENOMEM;
     kop_controller_opts co = {
