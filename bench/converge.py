@@ -31,7 +31,8 @@ def measure_limit(args, workload, n, out, extra=(), phase="limit"):
     c = fresh_cluster(args, workload, n, "limit")
     with measured_operator(None, c, out, n, start=False) as run:
         if "--claim" in extra:  # a warm pool to claim from, as kopc's
-            make_warm_instances(c, workload, n, out, args.threads)
+            gw = extra[extra.index("--gateway-domain"):][:2] if "--gateway-domain" in extra else ()
+            make_warm_instances(c, workload, n, out, args.threads, gateway=tuple(gw))
         quiet_gate(args)
         writes = ApiWrites(c, workload)
         run.start()
@@ -40,6 +41,8 @@ def measure_limit(args, workload, n, out, extra=(), phase="limit"):
         s = loader(c, workload, n, "alone", out, args.threads, extra=extra)
         dc1, tr1 = proc_cpu(c.pid), traefik_cpu(c)
         dc_prof.stop()
+        if dc_prof.proc:
+            s["profiled"] = True
         if tr0 is not None and tr1 is not None:
             s["traefik_cpu_s"] = tr1 - tr0
         run.stop()

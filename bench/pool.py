@@ -135,23 +135,25 @@ def route_split(c, times):
             "accepted_to_running_ms": streams.spread(accepted_running)}
 
 
-def make_warm_instances(c, workload, n, out, threads):
+def make_warm_instances(c, workload, n, out, threads, gateway=()):
     """The limit of a claim: a warm pool of n for the loader (--claim) to
     claim, made before the gate, unmeasured: the loader's --mode warm
     applies every object of warm instance i as the pool would
-    (ctf_build_pooled_children, with the Services a gateway route names),
-    then this waits for their pods Ready and for the control plane's own
-    writes for the new namespaces (a default ServiceAccount and a root CA
-    ConfigMap each). So the limit's claims meet an apiserver holding what
+    (ctf_build_pooled_children; in the gateway mode with gateway, the
+    loader's --gateway-domain D, as ctf-operator's with it), then this
+    waits for their pods Ready and their endpoints ready (what the pool's
+    Ready means) and for the control plane's own writes for the new
+    namespaces (a default ServiceAccount and a root CA ConfigMap each). So the limit's claims meet an apiserver holding what
     kopc's meet after the pool's warm-up, not n bare namespaces (a quarter
     of the memory: a cheaper apiserver)."""
     prep = os.path.join(out, "warm-pool")
     os.makedirs(prep, exist_ok=True)
-    s = loader(c, workload, n, "warm", prep, threads)
+    s = loader(c, workload, n, "warm", prep, threads, extra=gateway)
     if s.get("exit") != 0 or s.get("done") != n:
         raise RuntimeError(f"the limit's warm pool: {s.get('done')} of {n} made "
                            f"(see {prep}/loader-warm.log)")
     wait_warm_ready(c, n)
+    wait_warm_serving(c, n)
     wait_namespaces_settled(c, "ctf-bench-", n)
 
 
@@ -168,6 +170,22 @@ def wait_warm_ready(c, n, timeout=1800):
             return time.time() - t0
         time.sleep(2)
     raise RuntimeError(f"the limit's warm pool of {n} was not available within {timeout} s")
+
+
+def wait_warm_serving(c, n, timeout=1800):
+    """Wait until n warm instances' namespaces (ctf-bench-*) each hold an
+    EndpointSlice with a ready endpoint."""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        out = c.kubectl("get", "endpointslices", "-A", "-o",
+                        "jsonpath={range .items[*]}{.metadata.namespace} "
+                        "{.endpoints[*].conditions.ready}{\"\\n\"}{end}")
+        serving = {line.split()[0] for line in out.splitlines()
+                   if line.startswith("ctf-bench-") and "true" in line.split()[1:]}
+        if len(serving) >= n:
+            return time.time() - t0
+        time.sleep(2)
+    raise RuntimeError(f"the limit's warm pool of {n} was not serving within {timeout} s")
 
 
 def deployment_generations(c):
@@ -207,7 +225,7 @@ def measure_claims(args, op, workload, n, out, pooled, extra=()):
         prof.stop()
         dc_prof.stop()
         s["devcluster_cpu_s"] = dc1 - dc0
-        if prof.proc:
+        if prof.proc or dc_prof.proc:
             s["profiled"] = True
         times = s.pop("times")
         s.update(writes.done(0))

@@ -36,6 +36,7 @@
  *             child server-side applied. Done when applied; the harness
  *             then waits for the pods Ready. So the limit's claims meet an
  *             apiserver holding what kopc's meet: a pool's worth of objects.
+ *             With --gateway-domain D, the gateway mode's warm instances.
  *   api       (challenges) each team asks the CTF operator's instance API
  *             for its instance: PUT --api URL/api/v1/teams/team-<i>/
  *             instances/<definition> with the bearer token of --api-token;
@@ -427,16 +428,16 @@ static void warm_namespace(int i, char *ns, size_t size)
 
 /*
  * warm_writes makes warm instance i (--mode warm): every object the pool
- * would (ctf_build_pooled_children), server-side applied.
+ * would (ctf_build_pooled_children, in the gateway mode with
+ * --gateway-domain), server-side applied.
  */
 static kop_err warm_writes(kop_client *c, int i, kop_status *st)
 {
-    ctf_config cfg = {.node_address = "127.0.0.1"};
     char id[CTF_POOL_ID_LEN + 1];
     json_t *children = NULL, *child;
     size_t k;
     warm_id(i, id);
-    kop_err err = ctf_build_pooled_children(&cfg, L.def, id, NULL, L.flag, &children, st);
+    kop_err err = ctf_build_pooled_children(&L.gw, L.def, id, NULL, L.flag, &children, st);
     kop_write_opts wo = {.field_manager = FIELD_MANAGER, .force = true};
     json_array_foreach(children, k, child)
     {
@@ -918,8 +919,6 @@ static void parse_args(int argc, char **argv)
     L.tickets = strcmp(L.workload, "flighttickets") == 0;
     if (!L.tickets && (strcmp(L.workload, "challenges") != 0 || !L.definition))
         usage();
-    if (L.gateway_domain && !L.claim)
-        usage();
     L.prefix = L.tickets ? "ft" : "chal";
     if (!strcmp(mode, "operator"))
         L.mode = MODE_OPERATOR;
@@ -935,6 +934,24 @@ static void parse_args(int argc, char **argv)
         L.mode = MODE_WARM;
     else
         usage();
+    if (L.gateway_domain && !L.claim && L.mode != MODE_WARM)
+        usage();
+}
+
+/* setup_gateway: the gateway mode's settings in L.gw (--gateway-domain), as ctf-operator's. */
+static void setup_gateway(void)
+{
+    kop_status st;
+    L.gw.node_address = "127.0.0.1";
+    if (!L.gateway_domain)
+        return;
+    L.gw.gateway.domain = L.gateway_domain;
+    L.gw.gateway.key = GATEWAY_KEY;
+    L.gw.gateway.key_len = sizeof GATEWAY_KEY - 1;
+    ctf_gateway_defaults(&L.gw.gateway);
+    kop_err err = ctf_gateway_check(&L.gw, &st);
+    if (err)
+        die("--gateway-domain", err, &st);
 }
 
 /* prepare_challenges reads the definition and its flag (alone mode). */
@@ -989,18 +1006,13 @@ int main(int argc, char **argv)
             if (pthread_create(&patchers[i], NULL, patcher, NULL))
                 die("thread", KOP_ENOMEM, NULL);
     }
-    if (L.mode == MODE_WARM)
+    if (L.mode == MODE_WARM) {
         prepare_challenges(w.c);
+        setup_gateway();
+    }
     if (gw_claim) {
-        kop_status st;
         prepare_challenges(w.c);
-        L.gw.gateway.domain = L.gateway_domain;
-        L.gw.gateway.key = GATEWAY_KEY;
-        L.gw.gateway.key_len = sizeof GATEWAY_KEY - 1;
-        ctf_gateway_defaults(&L.gw.gateway);
-        kop_err err = ctf_gateway_check(&L.gw, &st);
-        if (err)
-            die("--gateway-domain", err, &st);
+        setup_gateway();
         if (pthread_create(&routes.thread, NULL, child_watch_run, &routes))
             die("thread", KOP_ENOMEM, NULL);
         for (int i = 0; i < 2; i++)

@@ -185,11 +185,12 @@ static void delete_extra(ctf_operator *op, const kop_reconcile *req, const char 
 /*
  * unavailable_since: the latest time one of namespace ns's Deployments
  * became unavailable (its Available condition's lastTransitionTime, status
- * not True), at least since; -1 when the cache shows every one of them
- * Available (the instance lost a pod the Deployments have not noticed yet:
- * it is not starting).
+ * not True), at least since; -1 when the cache shows all of its want
+ * Deployments (one per pod of the definition) and every one Available (the
+ * instance lost a pod the Deployments have not noticed yet: it is not
+ * starting).
  */
-static time_t unavailable_since(ctf_operator *op, const char *ns, time_t since)
+static time_t unavailable_since(ctf_operator *op, const char *ns, size_t want, time_t since)
 {
     json_t *deps = NULL, *dep, *cond;
     size_t i, j;
@@ -211,9 +212,9 @@ static time_t unavailable_since(ctf_operator *op, const char *ns, time_t since)
         }
         all_available = all_available && available;
     }
-    bool any = json_array_size(deps) > 0;
+    bool all = json_array_size(deps) >= want && want > 0;
     json_decref(deps);
-    return any && all_available ? -1 : since;
+    return all && all_available ? -1 : since;
 }
 
 /*
@@ -242,7 +243,8 @@ static bool started_too_long(ctf_operator *op, const json_t *def, const json_t *
         }
     }
     json_decref(pods);
-    since = unavailable_since(op, kop_meta_name(n), since);
+    since = unavailable_since(op, kop_meta_name(n), json_array_size(ctf_get2(def, "spec", "pods")),
+                              since);
     return since >= 0 && difftime(time(NULL), since) * 1000 >= (double)timeout_ms;
 }
 
