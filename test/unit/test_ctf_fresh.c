@@ -8,8 +8,9 @@
  * definition that does not exist is an answer (NULL) like any other; a
  * failed read keeps nothing; the answers are copies; claims arriving
  * while a read is in flight never send a second read at the same time,
- * and those the read serves send none; the first sight of a Challenge is
- * kept, the later ones do not move it, and an unknown one is "now".
+ * and those the read serves send none; a full table makes room by dropping
+ * the entry read longest ago, never one with a read in flight; the first sight of a Challenge is kept, the
+ * later ones do not move it, and an unknown one is "now".
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -28,7 +29,7 @@
 
 static _Atomic int64_t now_ms;
 static atomic_int reads, in_read, most_in_read, generation;
-static atomic_bool fail_next, hold;
+static atomic_bool fail_next, hold, hold_named; /* hold_named: only reads of "held" wait */
 
 static int64_t test_clock(void)
 {
@@ -45,7 +46,7 @@ static kop_err test_read(const char *ns, const char *name, json_t **out, void *u
         atomic_store(&most_in_read, n);
     atomic_fetch_add(&reads, 1);
     int gen = atomic_load(&generation); /* what the server holds when the read starts */
-    while (atomic_load(&hold))
+    while (atomic_load(&hold) || (atomic_load(&hold_named) && strcmp(name, "held") == 0))
         usleep(1000);
     atomic_fetch_sub(&in_read, 1);
     if (atomic_exchange(&fail_next, false))
@@ -78,6 +79,7 @@ static void reset(void)
     atomic_store(&generation, 1);
     atomic_store(&fail_next, false);
     atomic_store(&hold, false);
+    atomic_store(&hold_named, false);
 }
 
 static void test_reads_shared_when_late_enough(void **state)
@@ -202,6 +204,86 @@ static void test_concurrent_claims(void **state)
     ctf_fresh_free(f);
 }
 
+/*
+ * More definitions than the table holds: each new one still gets an entry,
+ * made by dropping the one read longest ago, so its reads are shared again;
+ * the dropped one only reads anew, with the right answer.
+ */
+static void test_table_full(void **state)
+{
+    (void)state;
+    ctf_fresh *f = NULL;
+    char name[32];
+    reset();
+    assert_int_equal(ctf_fresh_new(&f), KOP_OK);
+    for (int i = 0; i < CTF_FRESH_DEFINITIONS; i++) {
+        snprintf(name, sizeof name, "def-%d", i);
+        atomic_store(&now_ms, 1000 + i); /* def-0's read is the oldest */
+        json_decref(claim(f, name, 0));
+    }
+    assert_int_equal(atomic_load(&reads), CTF_FRESH_DEFINITIONS);
+    atomic_store(&now_ms, 5000);
+    json_decref(claim(f, "late", 0)); /* takes def-0's entry */
+    json_decref(claim(f, "late", 0)); /* and shares its read */
+    assert_int_equal(atomic_load(&reads), CTF_FRESH_DEFINITIONS + 1);
+    json_decref(claim(f, "def-1", 0)); /* still kept */
+    assert_int_equal(atomic_load(&reads), CTF_FRESH_DEFINITIONS + 1);
+    atomic_store(&generation, 2);
+    json_t *d = claim(f, "def-0", 0); /* dropped: read anew, the server's answer */
+    assert_int_equal(atomic_load(&reads), CTF_FRESH_DEFINITIONS + 2);
+    assert_int_equal(gen_of(d), 2);
+    json_decref(d);
+    ctf_fresh_free(f);
+}
+
+static void *claim_held(void *arg)
+{
+    json_t *out = NULL;
+    if (ctf_fresh_definition(arg, "ctf", "held", 0, test_read, NULL, test_clock, &out) == KOP_OK)
+        atomic_store(&generation, (int)gen_of(out) + 100); /* seen by the test: answered */
+    json_decref(out);
+    return NULL;
+}
+
+/*
+ * A full table whose oldest entry has a read in flight (it has no read
+ * done, so it looks the oldest of all): a new definition takes the oldest
+ * idle entry instead, and the read in flight ends in its own entry, which
+ * then serves the next claim of it without another read.
+ */
+static void test_table_full_in_flight(void **state)
+{
+    (void)state;
+    ctf_fresh *f = NULL;
+    char name[32];
+    pthread_t t;
+    reset();
+    assert_int_equal(ctf_fresh_new(&f), KOP_OK);
+    for (int i = 0; i < CTF_FRESH_DEFINITIONS - 1; i++) {
+        snprintf(name, sizeof name, "def-%d", i);
+        atomic_store(&now_ms, 1000 + i);
+        json_decref(claim(f, name, 0));
+    }
+    atomic_store(&hold_named, true);
+    atomic_store(&now_ms, 3000);
+    assert_int_equal(pthread_create(&t, NULL, claim_held, f), 0);
+    while (atomic_load(&reads) < CTF_FRESH_DEFINITIONS) /* "held" is in flight: table full */
+        usleep(1000);
+    atomic_store(&now_ms, 4000);
+    json_decref(claim(f, "new", 0)); /* takes def-0's entry, not the one in flight */
+    assert_int_equal(atomic_load(&reads), CTF_FRESH_DEFINITIONS + 1);
+    atomic_store(&hold_named, false);
+    pthread_join(t, NULL);
+    assert_int_equal(atomic_load(&generation), 101); /* "held" was answered */
+    atomic_store(&generation, 1);
+    json_decref(claim(f, "held", 0)); /* its read was kept in its entry */
+    json_decref(claim(f, "new", 0));
+    assert_int_equal(atomic_load(&reads), CTF_FRESH_DEFINITIONS + 1);
+    json_decref(claim(f, "def-0", 0)); /* the one made room with: read anew */
+    assert_int_equal(atomic_load(&reads), CTF_FRESH_DEFINITIONS + 2);
+    ctf_fresh_free(f);
+}
+
 static void test_first_sight(void **state)
 {
     (void)state;
@@ -224,6 +306,8 @@ int main(void)
         cmocka_unit_test(test_reads_shared_when_late_enough),
         cmocka_unit_test(test_absent_and_failed),
         cmocka_unit_test(test_concurrent_claims),
+        cmocka_unit_test(test_table_full),
+        cmocka_unit_test(test_table_full_in_flight),
         cmocka_unit_test(test_first_sight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

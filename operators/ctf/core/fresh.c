@@ -3,9 +3,10 @@
  * burst (see core/fresh.h for why a read that started after a Challenge
  * was first seen serves its claim).
  *
- * Per definition (a fixed table, CTF_FRESH_DEFINITIONS): the last read
- * that succeeded, with its start time, and whether one is in flight, with
- * its start time. A claim takes the last read when it started late
+ * Per definition (a fixed table, CTF_FRESH_DEFINITIONS; when full, the
+ * idle entry with the oldest read makes room): the last read that
+ * succeeded, with its start time, and whether one is in flight, with its
+ * start time. A claim takes the last read when it started late
  * enough, waits for the one in flight when that did, and otherwise starts
  * the next itself once no older read is in flight (one read per definition
  * at a time). A failed read keeps nothing: each claim that waited for it
@@ -107,19 +108,30 @@ int64_t ctf_fresh_since(ctf_fresh *f, const char *uid, int64_t now_ms)
 
 /* ---- the shared reads -------------------------------------------------------- */
 
-/* entry_of finds key's entry, or takes a free one; NULL when the table is full (locked). */
+/*
+ * entry_of finds key's entry, or takes a free one, or else the idle one
+ * whose last read is the oldest (a definition deleted, or not claimed from
+ * for longest: it only costs its next claim a read of its own); NULL when
+ * every entry has a read in flight (locked).
+ */
 static struct entry *entry_of(ctf_fresh *f, const char *key)
 {
-    struct entry *free_one = NULL;
+    struct entry *spare = NULL;
     for (size_t i = 0; i < CTF_FRESH_DEFINITIONS; i++) {
-        if (strcmp(f->defs[i].key, key) == 0)
-            return &f->defs[i];
-        if (!free_one && !f->defs[i].key[0])
-            free_one = &f->defs[i];
+        struct entry *e = &f->defs[i];
+        if (strcmp(e->key, key) == 0)
+            return e;
+        if (e->flight || (spare && !spare->key[0]))
+            continue;
+        if (!spare || !e->key[0] || e->done_start < spare->done_start)
+            spare = e;
     }
-    if (free_one)
-        snprintf(free_one->key, sizeof free_one->key, "%s", key);
-    return free_one;
+    if (spare) {
+        json_decref(spare->done);
+        memset(spare, 0, sizeof *spare);
+        snprintf(spare->key, sizeof spare->key, "%s", key);
+    }
+    return spare;
 }
 
 /* answer copies e's last read into *out (locked). */
@@ -139,7 +151,7 @@ kop_err ctf_fresh_definition(ctf_fresh *f, const char *ns, const char *name, int
         return KOP_EINVAL;
     pthread_mutex_lock(&f->lock);
     struct entry *e = entry_of(f, key);
-    if (!e) { /* the table is full: this claim reads alone */
+    if (!e) { /* every entry is being read: this claim reads alone */
         pthread_mutex_unlock(&f->lock);
         return read(ns, name, out, user);
     }
@@ -151,6 +163,10 @@ kop_err ctf_fresh_definition(ctf_fresh *f, const char *ns, const char *name, int
         }
         if (e->flight) { /* late enough: it serves; too early: ours starts after it */
             pthread_cond_wait(&f->read_done, &f->lock);
+            if (!(e = entry_of(f, key))) { /* its entry may have gone to another meanwhile */
+                pthread_mutex_unlock(&f->lock);
+                return read(ns, name, out, user);
+            }
             continue;
         }
         e->flight = true;

@@ -29,7 +29,7 @@
 
 typedef struct ctf_fresh ctf_fresh;
 
-#define CTF_FRESH_DEFINITIONS 256    /* definitions whose last read is kept; others read alone */
+#define CTF_FRESH_DEFINITIONS 256    /* definitions whose last read is kept (the oldest goes) */
 #define CTF_FRESH_SEEN_MAX    200000 /* Challenges whose first sight is kept; others: now */
 
 /*
