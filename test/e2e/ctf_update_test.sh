@@ -21,6 +21,9 @@
 #   - a Rolling update called off (the image reverted, OnNextStart) while
 #     one instance is in the middle of its replacement: it goes on to the
 #     definition as it is now and comes back Running; none stays Updating;
+#   - the instance holding the one slot of a Rolling update (its new image
+#     never pulled) deleted with its finalizer stripped by hand: its
+#     orphaned namespace goes and the next instance gets the slot;
 #   - a warm pool of 10: the definition changes and 50 Challenges arrive at
 #     once; not one is served an instance of the old version, the warm
 #     instances of the old version are replaced in place (not deleted), and
@@ -293,6 +296,44 @@ WAIT_FOR_WHY=swap_states wait_for 120 "the 3 of swap Running, none Updating" swa
 slow=$(k get deploy -A -l ctf.kopc.io/definition=swap -o jsonpath='{range .items[*]}{.spec.template.spec.containers[0].image}{"\n"}{end}' | grep -c kwok-slow-start || true)
 [ "$slow" = 0 ] || fail "$slow Deployments of swap still run the image called off"
 ok "called off mid-replacement: the 3 of swap Running, on the image they had, none left Updating"
+
+log "a slot holder deleted with its finalizer stripped by hand: its slot goes to the next"
+define strip "spec['update'] = {'strategy': 'Rolling', 'maxUnavailable': 1}"
+challenges strip 1 2 strip | k apply -f - >/dev/null
+wait_for 180 "2 instances of strip Running" running strip 2
+# The new pods never pull their image: the first instance replaced stays in Error holding
+# the one slot, and the other waits for it.
+kc patch chaldef strip --type json -p \
+    '[{"op":"replace","path":"/spec/pods/0/template/containers/0/image","value":"example.test/kwok-image-pull-fails:2"}]' >/dev/null
+# new_image NS: the instance namespace NS's Deployment runs the image that cannot be pulled.
+new_image() { k -n "$1" get deploy -o jsonpath='{.items[*].spec.template.spec.containers[0].image}' | grep -q kwok-image-pull-fails; }
+# holder: the name of the instance of strip whose Deployment has the new image (one at most).
+holder() {
+    local d name ns
+    kc get chal -o jsonpath='{range .items[*]}{.spec.definition} {.metadata.name} {.status.namespace}{"\n"}{end}' |
+        while read -r d name ns; do
+            if [ "$d" = strip ] && new_image "$ns"; then echo "$name"; fi
+        done
+}
+export -f new_image holder
+wait_for 60 "one instance of strip given the new image" bash -c '[ -n "$(holder)" ]'
+x=$(holder)
+[ -n "$x" ] && [ "$(grep -c . <<<"$x")" = 1 ] || fail "not one instance of strip replaced (maxUnavailable 1): '$x'"
+y=$( [ "$x" = strip-001 ] && echo strip-002 || echo strip-001)
+x_ns=$(kc get chal "$x" -o jsonpath='{.status.namespace}')
+y_ns=$(kc get chal "$y" -o jsonpath='{.status.namespace}')
+new_image "$y_ns" && fail "$y was given the new image beside $x (maxUnavailable 1)"
+# The operator stopped meanwhile, so no pass of it puts the finalizer back before the delete.
+kill -STOP "${OP_PID[upd]}"
+kc patch chal "$x" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null
+kc delete chal "$x" --wait=false >/dev/null
+kill -CONT "${OP_PID[upd]}"
+kc get chal "$x" >/dev/null 2>&1 && fail "$x still exists after its delete without a finalizer"
+# Its finalize never runs; the orphaned namespace's event brings its key back, and what
+# was kept of it (the slot) goes with the namespace.
+wait_for 120 "$y given the freed slot (its Deployment on the new image)" new_image "$y_ns"
+wait_for 120 "$x's orphaned namespace gone" bash -c "! k get ns '$x_ns' >/dev/null 2>&1"
+ok "$x deleted with its finalizer stripped: its namespace went and $y took its slot"
 
 log "a warm pool of 10: the definition changes as $N Challenges arrive"
 define warm "spec['pool'] = {'min': 10}"

@@ -190,8 +190,15 @@ static void delete_orphans(ctf_operator *op, const kop_reconcile *req)
         return;
     json_array_foreach(orphans, i, n)
     {
-        if (kop_meta_is_deleting(n) ||
-            !kop_streq(kop_meta_label(n, "ctf.kopc.io/challenge-namespace"), req->namespace))
+        const char *uid = kop_meta_annotation(n, CTF_ANNOTATION_CHALLENGE_UID);
+        if (!kop_streq(kop_meta_label(n, CTF_LABEL_CHALLENGE_NS), req->namespace))
+            continue;
+        /* A Challenge whose finalizer was stripped by hand never went through finalize:
+         * what this process kept of it goes now (a held update slot most of all). */
+        ctf_applied_forget(op->applied, uid);
+        ctf_update_forget_uid(op, req->namespace, kop_meta_label(n, CTF_LABEL_DEFINITION), uid);
+        ctf_pool_forget(op, uid);
+        if (kop_meta_is_deleting(n))
             continue;
         kop_delete_req del = {.target = {&CTF_NAMESPACES, NULL, kop_meta_name(n)},
                               .opts = {.precondition_uid = kop_meta_uid(n)}};
@@ -205,7 +212,7 @@ static void delete_orphans(ctf_operator *op, const kop_reconcile *req)
 /* owns_namespace: the namespace was made for this Challenge. */
 static bool owns_namespace(const json_t *nsobj, const json_t *chal)
 {
-    const char *uid = kop_meta_annotation(nsobj, "ctf.kopc.io/challenge-uid");
+    const char *uid = kop_meta_annotation(nsobj, CTF_ANNOTATION_CHALLENGE_UID);
     return uid && kop_meta_uid(chal) && strcmp(uid, kop_meta_uid(chal)) == 0;
 }
 

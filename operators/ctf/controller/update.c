@@ -280,18 +280,22 @@ kop_err ctf_update_gate(ctf_operator *op, const json_t *chal, const json_t *def,
     /* A replacement begun goes to its end, on the current version, whatever the definition
      * says now: switched to OnNextStart, or back to the version the instance ran before, a
      * KEEP would leave it half replaced, Updating for good, its slot never given back. */
-    if (pass->verdict == CTF_UPDATE_KEEP && (unended || ctf_rollout_holds(op->rollout, key, uid)))
+    /* Only this Challenge's own passes (one at a time) take or give back its slot, so what
+     * is read here holds for the pass unless ctf_rollout_begin below grants one (or another
+     * pass's first seed of the ledger counts it meanwhile: the next pass sees that). */
+    bool held = ctf_rollout_holds(op->rollout, key, uid);
+    if (pass->verdict == CTF_UPDATE_KEEP && (unended || held))
         pass->verdict = CTF_UPDATE_APPLY;
     if (pass->verdict == CTF_UPDATE_ROLL) {
         snprintf(name, sizeof name, "%s/%s", kop_meta_namespace(chal), kop_meta_name(chal));
-        if (!ctf_rollout_begin(op->rollout, key, uid, budget_of(op, def, &u), name))
-            pass->queued = true;
+        held = ctf_rollout_begin(op->rollout, key, uid, budget_of(op, def, &u), name);
+        pass->queued = !held;
     } else {
         ctf_rollout_unwait(op->rollout, key, uid); /* a freed slot goes to one that asks */
     }
     /* A slot held whose replacement is over is given back after the status says so
      * (ctf_update_finish), never before: see ctf_update_observed. */
-    pass->held = ctf_rollout_holds(op->rollout, key, uid);
+    pass->held = held;
     pass->deployed = ctf_update_current(&run, current);
     pass->replacing = started(chal) && (pass->held || unended);
     if (pass->verdict == CTF_UPDATE_KEEP || pass->queued)
@@ -369,15 +373,23 @@ void ctf_update_finish(ctf_operator *op, const json_t *chal, const json_t *def,
 
 void ctf_update_forget(ctf_operator *op, const json_t *chal)
 {
+    ctf_update_forget_uid(op, kop_meta_namespace(chal), ctf_str2(chal, "spec", "definition"),
+                          kop_meta_uid(chal));
+}
+
+void ctf_update_forget_uid(ctf_operator *op, const char *ns, const char *definition,
+                           const char *uid)
+{
     json_t *def = NULL;
     char key[CTF_TEAM_KEY_SIZE];
-    const char *name = ctf_str2(chal, "spec", "definition");
-    ledger_key(kop_meta_namespace(chal), name, key, sizeof key);
+    if (!uid)
+        return;
+    ledger_key(ns, definition, key, sizeof key);
     if (!ctf_rollout_seeded(op->rollout, key) && ctf_rollout_count(op->rollout, key) == 0)
         return; /* no replacement of this definition began in this process */
-    if (name && kop_informer_dup(op->definitions, kop_meta_namespace(chal), name, &def) != KOP_OK)
+    if (definition && kop_informer_dup(op->definitions, ns, definition, &def) != KOP_OK)
         def = NULL;
-    give_back(op, key, kop_meta_uid(chal), def);
+    give_back(op, key, uid, def);
     json_decref(def);
 }
 

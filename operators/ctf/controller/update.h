@@ -98,6 +98,14 @@ void ctf_update_finish(ctf_operator *op, const json_t *chal, const json_t *def,
 void ctf_update_forget(ctf_operator *op, const json_t *chal);
 
 /*
+ * ctf_update_forget_uid: the same for the Challenge of uid in namespace ns,
+ * of definition, once it is gone from the cache (its finalizer stripped by
+ * hand: finalize never ran).
+ */
+void ctf_update_forget_uid(ctf_operator *op, const char *ns, const char *definition,
+                           const char *uid);
+
+/*
  * ctf_update_report writes the definition's status.update (generation,
  * strategy, and how many of its instances are current, updating, behind)
  * when it changed. Called by the pool controller's pass of def, which the
