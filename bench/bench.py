@@ -327,6 +327,7 @@ def main():
         log("refusing --write-doc: the tree is dirty (commit first: the run records the commit)")
         return 2
     prev = os.path.join(args.out, "results.json")
+    old = None
     if args.merge and os.path.exists(prev):  # keep what an earlier (partial) run measured
         with open(prev) as f:
             old = json.load(f)
@@ -340,6 +341,7 @@ def main():
     only_ops = {x for x in only if x in op_names}
     only_sizes = {x for x in only if x not in op_names}
     results["order"] = results.get("order", {})
+    measured = False
     for workload, ns in sizes.items():
         for n in ns:
             tag = f"{workload}-{n}"
@@ -371,11 +373,18 @@ def main():
                         out = os.path.join(tdir, "limit" if phase == "limit" else f"{name}-{phase}")
                         measure(args, results, workload, n, trial, name, phase,
                                 lambda: fn(out), label, order=pos)
+                        measured = True
             if args.spares:
                 args.spares.close()
             subprocess.run(["rm", "-rf", args.clusters])
-    results["load_after"] = os.getloadavg()
-    results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    if old and not measured:
+        # Nothing measured now (--only none: a run published again, perhaps by a later
+        # commit's report): the versions are those it was measured with.
+        results["versions"], results["dirty"] = old["versions"], old["dirty"]
+        results["load_after"], results["finished"] = old["load_after"], old["finished"]
+    else:
+        results["load_after"] = os.getloadavg()
+        results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
     noisy = [r for r in results["runs"] if r.get("noisy")]

@@ -13,7 +13,7 @@ import threading
 import time
 import urllib.parse
 
-from common import BIN, log, run
+from common import BIN, log, run, wait_until
 from workloads import OPERATOR_RESOURCES, WORKLOADS
 
 class Cluster:
@@ -252,19 +252,14 @@ def fresh_cluster(args, workload, n, tag, pods_per_object=1):
     return c
 
 
-
 def wait_pool_ready(c, n, timeout=1800, definition="bench"):
     """Wait until the definition's warm pool reports n Ready; the seconds it took."""
-    t0 = time.time()
-    while time.time() - t0 < timeout:
+    def ready():
         r = subprocess.run([os.path.join(BIN, "kubectl"), "--kubeconfig", c.kubeconfig, "-n", "ctf",
                             "get", "chaldef", definition, "-o", "jsonpath={.status.pool.ready}"],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        if r.stdout.strip() == str(n):
-            return time.time() - t0
-        time.sleep(1)
-    raise RuntimeError(f"the warm pool of {n} was not Ready within {timeout} s")
-
+        return r.stdout.strip() == str(n)
+    return wait_until(ready, timeout, f"the warm pool of {n} was not Ready")
 
 
 def wait_namespaces_settled(c, prefix, n, timeout=600):
@@ -273,17 +268,13 @@ def wait_namespaces_settled(c, prefix, n, timeout=600):
     kube-root-ca.crt ConfigMap (the controller-manager writes both soon after
     a namespace appears). A phase that made its namespaces right before its
     measurement would otherwise measure those 2n writes with it."""
-    t0 = time.time()
-
     def count(kind, name):
         out = c.kubectl("get", kind, "-A", "--field-selector", f"metadata.name={name}",
                         "-o", "jsonpath={.items[*].metadata.namespace}")
         return sum(1 for ns in out.split() if ns.startswith(prefix))
-    while time.time() - t0 < timeout:
-        if count("serviceaccounts", "default") >= n and count("configmaps", "kube-root-ca.crt") >= n:
-            return time.time() - t0
-        time.sleep(1)
-    raise RuntimeError(f"the control plane did not settle {n} new namespaces within {timeout} s")
+    return wait_until(lambda: count("serviceaccounts", "default") >= n and
+                      count("configmaps", "kube-root-ca.crt") >= n,
+                      timeout, f"the control plane did not settle {n} new namespaces")
 
 
 def pool_claims(c):

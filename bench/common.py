@@ -1,12 +1,14 @@
 """common.py - what every part of the benchmark shares: the tree's paths
 (build/bin, the Go peers, the venv), the log line, running a command, a
-free port, the /proc readers (CPU seconds, RSS, PSS), the teams' tokens and
-a small thread pool. Standard library only; no other bench module.
+free port, the /proc readers (CPU seconds, RSS, PSS), the teams' tokens,
+a small thread pool and the wait for a condition. Standard library only;
+no other bench module.
 """
 import hashlib
 import os
 import socket
 import subprocess
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "build", "bin")
@@ -97,3 +99,14 @@ def parallel(fn, items, workers=8):
 def shutil_which(name):
     import shutil
     return shutil.which(name)
+
+
+def wait_until(check, timeout, what, step=1):
+    """Call check() every step seconds until it is true; the seconds it
+    took. After timeout seconds, RuntimeError naming what was awaited."""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if check():
+            return time.time() - t0
+        time.sleep(step)
+    raise RuntimeError(f"{what} within {timeout} s")

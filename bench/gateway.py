@@ -22,9 +22,8 @@ import os
 import random
 import socket
 import subprocess
-import time
 
-from common import BIN, free_port, proc_cpu
+from common import BIN, free_port, proc_cpu, wait_until
 
 GATEWAY_DOMAIN = "ctf.test"
 
@@ -71,18 +70,15 @@ def start_traefik(c, timeout=120):
     c.traefik = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     log.close()
     c.procs.append(c.traefik)
-    end = time.time() + timeout
-    while time.time() < end:
+    def programmed():
         if c.traefik.poll() is not None:
             raise RuntimeError(f"Traefik exited with {c.traefik.returncode} (see {c.dir}/traefik.log)")
         r = subprocess.run([os.path.join(BIN, "kubectl"), "--kubeconfig", c.kubeconfig, "-n",
                             "kopc-gateway", "get", "gateway.gateway.networking.k8s.io", "ctf", "-o",
                             "jsonpath={.status.conditions[?(@.type==\"Programmed\")].status}"],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        if r.stdout.strip() == "True":
-            return
-        time.sleep(0.5)
-    raise RuntimeError(f"Traefik did not program the Gateway within {timeout} s")
+        return r.stdout.strip() == "True"
+    wait_until(programmed, timeout, "Traefik did not program the Gateway", step=0.5)
 
 
 def traefik_cpu(c):

@@ -35,7 +35,7 @@ import time
 
 import streams
 from cluster import ApiWrites, fresh_cluster, wait_namespaces_settled, wait_pool_ready
-from common import proc_cpu, team_token, writes_of
+from common import proc_cpu, team_token, wait_until, writes_of
 from gateway import traefik_cpu
 from harness import burst_ms, loader, quiet_gate
 from operators import Profile, measured_operator, reconciles_of, requests_of
@@ -143,9 +143,10 @@ def make_warm_instances(c, workload, n, out, threads, gateway=()):
     loader's --gateway-domain D, as ctf-operator's with it), then this
     waits for their pods Ready and their endpoints ready (what the pool's
     Ready means) and for the control plane's own writes for the new
-    namespaces (a default ServiceAccount and a root CA ConfigMap each). So the limit's claims meet an apiserver holding what
-    kopc's meet after the pool's warm-up, not n bare namespaces (a quarter
-    of the memory: a cheaper apiserver)."""
+    namespaces (a default ServiceAccount and a root CA ConfigMap each).
+    So the limit's claims meet an apiserver holding what kopc's meet after
+    the pool's warm-up, not n bare namespaces (a quarter of the memory: a
+    cheaper apiserver)."""
     prep = os.path.join(out, "warm-pool")
     os.makedirs(prep, exist_ok=True)
     s = loader(c, workload, n, "warm", prep, threads, extra=gateway)
@@ -160,32 +161,24 @@ def make_warm_instances(c, workload, n, out, threads, gateway=()):
 def wait_warm_ready(c, n, timeout=1800):
     """Wait until n Deployments of warm instances (label ctf.kopc.io/pool)
     have every replica available."""
-    t0 = time.time()
-    while time.time() - t0 < timeout:
+    def ready():
         out = c.kubectl("get", "deployments", "-A", "-l", "ctf.kopc.io/pool", "-o",
                         "jsonpath={range .items[*]}{.spec.replicas}/"
                         "{.status.availableReplicas} {end}")
-        ready = sum(1 for x in out.split() if x.split("/")[0] == x.split("/")[1])
-        if ready >= n:
-            return time.time() - t0
-        time.sleep(2)
-    raise RuntimeError(f"the limit's warm pool of {n} was not available within {timeout} s")
+        return sum(1 for x in out.split() if x.split("/")[0] == x.split("/")[1]) >= n
+    return wait_until(ready, timeout, f"the limit's warm pool of {n} was not available", step=2)
 
 
 def wait_warm_serving(c, n, timeout=1800):
     """Wait until n warm instances' namespaces (ctf-bench-*) each hold an
     EndpointSlice with a ready endpoint."""
-    t0 = time.time()
-    while time.time() - t0 < timeout:
+    def serving():
         out = c.kubectl("get", "endpointslices", "-A", "-o",
                         "jsonpath={range .items[*]}{.metadata.namespace} "
                         "{.endpoints[*].conditions.ready}{\"\\n\"}{end}")
-        serving = {line.split()[0] for line in out.splitlines()
-                   if line.startswith("ctf-bench-") and "true" in line.split()[1:]}
-        if len(serving) >= n:
-            return time.time() - t0
-        time.sleep(2)
-    raise RuntimeError(f"the limit's warm pool of {n} was not serving within {timeout} s")
+        return len({line.split()[0] for line in out.splitlines()
+                    if line.startswith("ctf-bench-") and "true" in line.split()[1:]}) >= n
+    return wait_until(serving, timeout, f"the limit's warm pool of {n} was not serving", step=2)
 
 
 def deployment_generations(c):
