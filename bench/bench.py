@@ -41,8 +41,9 @@ loader's run only; in the rolling cells the update; in the teams cells the
 burst; 199 Hz, DWARF call graphs) and writes perf.txt beside the run's
 figures: the top of the report by library and symbol. "devcluster" among
 OPS profiles the control plane's process (frame pointers) over the rolling
-update, over the teams cells' burst, and over every limit's run
-(perf-devcluster.txt): what the apiserver spends on each.
+update, over the teams cells' burst, over every operator's warm phase and
+over every limit's run (perf-devcluster.txt): what the apiserver spends on
+each.
 A profiled run
 is slower, so its figures are never published.
 

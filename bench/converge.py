@@ -71,11 +71,13 @@ def measure_warm(args, op, workload, n, out):
         writes = ApiWrites(c, workload)
         cpu0, dc0 = proc_cpu(pid), proc_cpu(c.pid)
         prof = Profile(args, op, pid, out)
+        dc_prof = Profile(args, None, c.pid, out)  # --perf devcluster
         s = loader(c, workload, n, "operator", out, args.threads)
         cpu1, dc1 = proc_cpu(pid), proc_cpu(c.pid)
         s.update(writes.done(n))  # the loader's creates are the input, not the operator's
         prof.stop()
-        if prof.proc:
+        dc_prof.stop()
+        if prof.proc or dc_prof.proc:
             s["profiled"] = True
         t_done = time.time()
         time.sleep(args.settle)  # idle: the steady state
