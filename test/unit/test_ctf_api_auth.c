@@ -2,7 +2,8 @@
  * test_ctf_api_auth.c - whose token it is (operators/ctf/api/auth.c): the
  * bearer header read strictly, tokens compared in constant time, the table
  * of token digests built from the admin and team Secrets (the admin wins a
- * shared token; bad keys and undecodable values match nobody), and each
+ * shared token; bad keys and undecodable values match nobody; 3,000 teams
+ * each found by their own token through the digest index), and each
  * team's write budget (burst, refill, Retry-After, a clock going back).
  */
 #include <setjmp.h>
@@ -117,6 +118,47 @@ static void test_token_table(void **state)
 
 /* ---- write budget ------------------------------------------------------- */
 
+/*
+ * 3,000 teams, every team's digest indexed (the probes of some collide in
+ * a table of 8,192 slots): each token is its own team's, a token one
+ * character longer is nobody's, and a team holding the admin's token
+ * (added after thousands of others) still loses to it.
+ */
+static void test_token_table_many(void **state)
+{
+    (void)state;
+    enum { N = 3000 };
+    static char names[N][16], toks[N][40];
+    const char *kv[2 * N + 3];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "team-%04d", i);
+        snprintf(toks[i], sizeof toks[i], "token-of-team-%04d", i);
+        kv[2 * i] = names[i];
+        kv[2 * i + 1] = toks[i];
+    }
+    kv[2 * N] = "team-late";
+    kv[2 * N + 1] = "admin-tok";
+    kv[2 * N + 2] = NULL;
+    const char *admin_kv[] = {"token", "admin-tok", NULL};
+    json_t *admin = secret_of(admin_kv), *teams = secret_of(kv);
+    ctf_token_table *t = NULL;
+    bool is_admin;
+    char team[CTF_TEAM_SIZE], off[48];
+    assert_int_equal(ctf_token_table_build(admin, teams, &t), KOP_OK);
+    for (int i = 0; i < N; i++) {
+        assert_true(ctf_token_table_match(t, toks[i], &is_admin, team));
+        assert_false(is_admin);
+        assert_string_equal(team, names[i]);
+        snprintf(off, sizeof off, "%.40sx", toks[i]);
+        assert_false(ctf_token_table_match(t, off, &is_admin, team));
+    }
+    assert_true(ctf_token_table_match(t, "admin-tok", &is_admin, team));
+    assert_true(is_admin);
+    ctf_token_table_free(t);
+    json_decref(admin);
+    json_decref(teams);
+}
+
 static void test_bucket(void **state)
 {
     (void)state;
@@ -146,6 +188,7 @@ int main(void)
         cmocka_unit_test(test_bearer),
         cmocka_unit_test(test_token_equal),
         cmocka_unit_test(test_token_table),
+        cmocka_unit_test(test_token_table_many),
         cmocka_unit_test(test_bucket),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

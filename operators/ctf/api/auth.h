@@ -48,17 +48,16 @@ typedef struct ctf_token_table ctf_token_table;
  * ctf_token_table_build decodes the admin Secret's data.token and every
  * data[team] of the teams Secret (either Secret NULL: none) into *out
  * (owned: ctf_token_table_free). A key that is not a team name, or a value
- * that is empty or not base64, is kept as a key that matches nothing, so
- * every request compares the same number of digests. KOP_ENOMEM only.
+ * that is empty or not base64, matches nothing. KOP_ENOMEM only.
  */
 KOP_NODISCARD kop_err ctf_token_table_build(const json_t *admin_secret, const json_t *teams_secret,
                                             ctf_token_table **out);
 
 /*
- * ctf_token_table_match finds whose token presented is, comparing its
- * digest with every key in constant time (whichever matches, all are
- * compared). Sets *admin, or the team into team (CTF_TEAM_SIZE bytes; the
- * admin wins when a team holds the same token). False when nobody's.
+ * ctf_token_table_match finds whose token presented is: the keys its
+ * digest indexes (one or two at any number of teams) compared with it in
+ * constant time. Sets *admin, or the team into team (CTF_TEAM_SIZE bytes;
+ * the admin wins when a team holds the same token). False when nobody's.
  */
 bool ctf_token_table_match(const ctf_token_table *t, const char *presented, bool *admin,
                            char *team);
