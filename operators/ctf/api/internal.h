@@ -153,10 +153,10 @@ enum MHD_Result ctf_api_stopping(ctf_api *api, mhd_conn *conn, request *rq);
 /*
  * ctf_api_authenticate finds whose token the Authorization header carries
  * (its digest's keys in the token table, compared in constant time). False
- * when nobody's. who->token_gen
- * is the generation of the token Secrets the match was made against: what
- * a stream opened with these credentials is stamped with, so a change of
- * the Secrets after this check makes the stream check its token again.
+ * when nobody's. who->token_gen is the generation of the token Secrets the
+ * match was made against: what a stream opened with these credentials is
+ * stamped with, so a change of the Secrets after this check makes the
+ * stream check its token again.
  */
 bool ctf_api_authenticate(ctf_api *api, const char *header, principal *who);
 /* ctf_api_spend takes one write from team's bucket; false with *retry_s set when empty. */

@@ -277,13 +277,13 @@ kop_err ctf_update_gate(ctf_operator *op, const json_t *chal, const json_t *def,
     if ((pass->verdict == CTF_UPDATE_ROLL || unended) &&
         !ctf_rollout_seeded(op->rollout, key))
         seed(op, def, key, current);
-    /* A replacement begun goes to its end, on the current version, whatever the definition
-     * says now: switched to OnNextStart, or back to the version the instance ran before, a
-     * KEEP would leave it half replaced, Updating for good, its slot never given back. */
     /* Only this Challenge's own passes (one at a time) take or give back its slot, so what
      * is read here holds for the pass unless ctf_rollout_begin below grants one (or another
      * pass's first seed of the ledger counts it meanwhile: the next pass sees that). */
     bool held = ctf_rollout_holds(op->rollout, key, uid);
+    /* A replacement begun goes to its end, on the current version, whatever the definition
+     * says now: switched to OnNextStart, or back to the version the instance ran before, a
+     * KEEP would leave it half replaced, Updating for good, its slot never given back. */
     if (pass->verdict == CTF_UPDATE_KEEP && (unended || held))
         pass->verdict = CTF_UPDATE_APPLY;
     if (pass->verdict == CTF_UPDATE_ROLL) {
