@@ -16,13 +16,41 @@
 #   - deleting 20 afterwards removes them and their namespaces, and leaves
 #     the other 180 as they were; no Forbidden.
 #
-# Env: DEVCLUSTER, KUBECTL, OPERATOR (binaries), SRC (repo root), KOP_TEST_TMP.
+# Env: DEVCLUSTER, KUBECTL, OPERATOR (binaries), SRC (repo root), KOP_TEST_TMP;
+# RESTART_COUNT (200) and RESTART_OUTAGE_SECS (5: the control plane's time
+# down) for runs by hand.
 set -euo pipefail
 # shellcheck source=fault_lib.sh
 source "$(dirname "$0")/fault_lib.sh"
 fault_init fault-restart
 COUNT=${RESTART_COUNT:-200}
+OUTAGE=${RESTART_OUTAGE_SECS:-5}
 BATCH=10
+
+# unconverged: for a timed-out wait, what is not converged, and for the
+# first Challenge that is not Running, the apiserver's view of its children
+# (to tell an operator that missed their events from children that never
+# became ready), what the operator logged of it, and its work queue.
+unconverged() {
+    check converged --expect "$WORK/want" 2>&1 | head -20
+    local name ns
+    name=$(kc get chal -o jsonpath='{range .items[?(@.status.currentStatus!="Running")]}{.metadata.name}{"\n"}{end}' | head -1)
+    [ -n "$name" ] || return 0
+    ns=$(kc get chal "$name" -o jsonpath='{.status.namespace}')
+    echo "--- $name: $(kc get chal "$name" -o jsonpath='{.metadata.creationTimestamp} {.status.currentStatus} {.status.reason} {.status.message}')"
+    if [ -n "$ns" ]; then
+        k -n "$ns" get deploy,rs,pods,endpointslices,resourcequota -o wide 2>&1
+        k -n "$ns" get events --sort-by=.lastTimestamp 2>&1 | tail -8
+        k -n "$ns" get deploy -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.resourceVersion} {.status}{"\n"}{end}' 2>&1
+    fi
+    echo "--- the operator on $name"
+    grep -F "name=$name " "$WORK/restart.log" | head -4
+    grep -F "name=$name " "$WORK/restart.log" | tail -6
+    k get nodes 2>&1
+    echo "--- its work queues and informers"
+    curl -sf "http://127.0.0.1:${OP_METRICS[restart]}/metrics" | grep -E '^(workqueue_depth|workqueue_unfinished|workqueue_longest|workqueue_retries_total|rest_client_requests_total|controller_runtime_reconcile_total|controller_runtime_active_workers)' | head -30
+    grep -E 'informer: (watch|list) failed|relisting' "$WORK/restart.log" | tail -12
+}
 
 log "cluster (compaction every 5 s), the operator"
 cluster_up --compaction-interval 5s
@@ -43,7 +71,7 @@ wait_for 120 "a third of the Challenges sent" bash -c "[ \"\$(cat '$WORK/creator
 restart_at=$(date -u +%Y-%m-%dT%H:%M:%S)
 "$DEVCLUSTER" stop --dir "$DIR" >/dev/null || fail "devcluster stop"
 ok "control plane stopped after $(($(cat "$WORK/creator.progress") + 1)) batches"
-sleep 5
+sleep "$OUTAGE"
 op_alive restart || fail "the operator died when the apiserver went away"
 "$DEVCLUSTER" start --dir "$DIR" --nodes 2 --compaction-interval 5s >/dev/null || fail "devcluster start"
 ok "control plane started again on the same DIR"
@@ -52,7 +80,7 @@ ok "all $COUNT Challenges accepted"
 
 log "convergence"
 seq -f 'r-%03g' 1 "$COUNT" >"$WORK/want"
-wait_for 480 "$COUNT Running, one namespace each" check converged --expect "$WORK/want"
+WAIT_FOR_WHY=unconverged wait_for 480 "$COUNT Running, one namespace each" check converged --expect "$WORK/want"
 check converged --expect "$WORK/want" || fail "not converged"
 op_alive restart || fail "the operator died"
 [ "$(metric restart 'ctf_instances\{status="Running"\}')" = "$COUNT" ] || fail "ctf_instances{status=Running} != $COUNT"
