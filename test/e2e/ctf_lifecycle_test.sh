@@ -218,6 +218,9 @@ wait_for 90 "recovery from CrashLoop" status_is crashy-team-f Running
 copy_definition web stuck "d['startTimeout'] = '5s'; d['pods'][0]['template']['nodeSelector'] = {'no-such-node': 'x'}"
 challenge stuck-team-f stuck team-f
 wait_for 60 "StartTimeout" reason_is stuck-team-f StartTimeout
+# The message says which check it waited on: its pod, unschedulable, is never available.
+[[ $(field stuck-team-f .status.message) == *"Deployment web has 0 of 1 replicas available"* ]] ||
+    fail "StartTimeout message does not say what it waited for: $(field stuck-team-f .status.message)"
 edit_definition stuck "d['pods'][0]['template'].pop('nodeSelector')"
 wait_for 90 "recovery from StartTimeout" status_is stuck-team-f Running
 

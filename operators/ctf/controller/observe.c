@@ -77,23 +77,50 @@ out:
     return found;
 }
 
-/* deployments_available: every pod of the definition has an available Deployment. */
-static bool deployments_available(ctf_operator *op, const json_t *def, const char *ns)
+/*
+ * deployment_short: the Deployment of the definition's pod spec pod in ns
+ * is not available (missing from the cache, rolling out, or short of
+ * replicas); with why (may be NULL) set to say which and, short of
+ * replicas, its ReplicaFailure condition (pods the ReplicaSet cannot make).
+ */
+static bool deployment_short(ctf_operator *op, const json_t *pod, const char *ns, char *why,
+                             size_t size)
+{
+    json_t *d = NULL;
+    const char *name = json_string_value(json_object_get(pod, "name"));
+    if (!name || kop_informer_dup(op->deployments, ns, name, &d) != KOP_OK) {
+        if (why)
+            snprintf(why, size, "Deployment %s not seen yet", name ? name : "?");
+        return true;
+    }
+    json_t *spec = json_object_get(d, "spec"), *status = json_object_get(d, "status");
+    json_int_t want = json_integer_value(json_object_get(spec, "replicas"));
+    json_int_t have = json_integer_value(json_object_get(status, "availableReplicas"));
+    bool rolling = ctf_update_deployment_rolling(d), short_of = rolling || have < want;
+    if (short_of && why && rolling)
+        snprintf(why, size, "Deployment %s is rolling out", name);
+    else if (short_of && why) {
+        const char *failure =
+            json_string_value(json_object_get(kop_meta_find_condition(status, "ReplicaFailure"),
+                                              "message"));
+        snprintf(why, size, "Deployment %s has %lld of %lld replicas available%s%.300s%s", name,
+                 (long long)have, (long long)want, failure ? " (" : "", failure ? failure : "",
+                 failure ? ")" : "");
+    }
+    json_decref(d);
+    return short_of;
+}
+
+/* deployments_available: every pod of the definition has an available Deployment; why
+ * (may be NULL) says which one is not, when one is not. */
+static bool deployments_available(ctf_operator *op, const json_t *def, const char *ns, char *why,
+                                  size_t size)
 {
     json_t *pod;
     size_t i;
     json_array_foreach(json_object_get(json_object_get(def, "spec"), "pods"), i, pod)
     {
-        json_t *d = NULL;
-        const char *name = json_string_value(json_object_get(pod, "name"));
-        if (!name || kop_informer_dup(op->deployments, ns, name, &d) != KOP_OK)
-            return false;
-        json_t *spec = json_object_get(d, "spec"), *status = json_object_get(d, "status");
-        json_int_t want = json_integer_value(json_object_get(spec, "replicas"));
-        bool ok = !ctf_update_deployment_rolling(d) &&
-                  json_integer_value(json_object_get(status, "availableReplicas")) >= want;
-        json_decref(d);
-        if (!ok)
+        if (deployment_short(op, pod, ns, why, size))
             return false;
     }
     return true;
@@ -105,7 +132,8 @@ static bool deployments_available(ctf_operator *op, const json_t *def, const cha
  * The EndpointSlice controller labels each slice with its Service's name
  * and copies the Service's labels, which is how the cache holds them.
  */
-static bool services_ready(ctf_operator *op, const json_t *def, const char *ns)
+static bool services_ready(ctf_operator *op, const json_t *def, const char *ns, char *why,
+                           size_t size)
 {
     json_t *slices = NULL, *e, *s;
     size_t i, j;
@@ -123,6 +151,8 @@ static bool services_ready(ctf_operator *op, const json_t *def, const char *ns)
                 ready = true;
         }
         if (!ready) {
+            if (why)
+                snprintf(why, size, "no ready endpoint behind Service %s", name ? name : "?");
             all = false;
             break;
         }
@@ -131,7 +161,13 @@ static bool services_ready(ctf_operator *op, const json_t *def, const char *ns)
     return all;
 }
 
-bool ctf_instance_ready(ctf_operator *op, const json_t *def, const char *ns, ctf_observation *o)
+/*
+ * check_instance decides ctf_instance_ready; why (may be NULL) says which
+ * check the instance fails, in the order they are taken, when it is
+ * starting (the start timeout's message).
+ */
+static bool check_instance(ctf_operator *op, const json_t *def, const char *ns,
+                           ctf_observation *o, char *why, size_t size)
 {
     json_t *services = NULL;
     bool complete = false;
@@ -143,7 +179,15 @@ bool ctf_instance_ready(ctf_operator *op, const json_t *def, const char *ns, ctf
         ctf_endpoints(&op->instance, def, ns, services, &o->endpoints, &complete) != KOP_OK)
         complete = false;
     json_decref(services);
-    return complete && deployments_available(op, def, ns) && services_ready(op, def, ns);
+    if (!complete && why)
+        snprintf(why, size, "a Service of %s has no node port yet", ns);
+    return complete && deployments_available(op, def, ns, why, size) &&
+           services_ready(op, def, ns, why, size);
+}
+
+bool ctf_instance_ready(ctf_operator *op, const json_t *def, const char *ns, ctf_observation *o)
+{
+    return check_instance(op, def, ns, o, NULL, 0);
 }
 
 /*
@@ -231,10 +275,10 @@ static bool served(ctf_operator *op, const ctf_observation *o, char *msg, size_t
 void ctf_observe_instance(ctf_operator *op, const json_t *chal, const json_t *def, const char *ns,
                           ctf_observation *o)
 {
-    char wait_msg[sizeof o->message] = "starting";
+    char wait_msg[sizeof o->message] = "starting", why[256] = "";
     const char *wait_reason = NULL;
     long probe_ms = 0;
-    bool ready = ctf_instance_ready(op, def, ns, o);
+    bool ready = check_instance(op, def, ns, o, why, sizeof why);
     if (!o->reason && ctf_gateway_on(&op->instance)) {
         if (!gateway_endpoints(op, chal, def, o))
             return;
@@ -268,8 +312,8 @@ void ctf_observe_instance(ctf_operator *op, const json_t *chal, const json_t *de
         return;
     }
     if (age_ms >= (double)timeout_ms) {
-        ctf_observe_error(o, "StartTimeout", "not running within %lld s of the request",
-                          (long long)(timeout_ms / 1000));
+        ctf_observe_error(o, "StartTimeout", "not running within %lld s of the request: %s",
+                          (long long)(timeout_ms / 1000), why[0] ? why : "starting");
         return;
     }
     o->phase = CTF_STATUS_PENDING;
