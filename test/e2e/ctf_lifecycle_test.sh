@@ -224,13 +224,63 @@ wait_for 60 "StartTimeout" reason_is stuck-team-f StartTimeout
 edit_definition stuck "d['pods'][0]['template'].pop('nodeSelector')"
 wait_for 90 "recovery from StartTimeout" status_is stuck-team-f Running
 
+# The cluster refuses the instance's Deployment (a ValidatingAdmissionPolicy of the
+# organizer's, answering 422): Error InvalidDefinition with the policy's words. Once the
+# policy goes, the instance comes up with nobody touching it: refusals are tried again.
+copy_definition web refused "pass"
+k apply -f - >/dev/null <<'YAML'
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: no-refused-deployments}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments]}
+  validations:
+  - {expression: "false", message: "the organizer holds this challenge back"}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: no-refused-deployments}
+spec:
+  policyName: no-refused-deployments
+  validationActions: [Deny]
+  matchResources:
+    objectSelector: {matchLabels: {ctf.kopc.io/definition: refused}}
+YAML
+cat >"$WORK/probe.yaml" <<'YAML'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: policy-probe, namespace: ctf, labels: {ctf.kopc.io/definition: refused}}
+spec:
+  selector: {matchLabels: {app: probe}}
+  template:
+    metadata: {labels: {app: probe}}
+    spec: {containers: [{name: c, image: registry.example/ctf/web:1}]}
+YAML
+# (the dry run's refusal read whole: it exits non-zero, which pipefail would pass on)
+policy_in_force() {
+    local said
+    said=$(k apply --dry-run=server -f "$WORK/probe.yaml" 2>&1 || true)
+    [[ $said == *"holds this challenge back"* ]]
+}
+wait_for 60 "the policy in force" policy_in_force
+challenge refused-team-h refused team-h
+wait_for 60 "InvalidDefinition from the cluster's policy" reason_is refused-team-h InvalidDefinition
+[[ $(field refused-team-h .status.message) == *"holds this challenge back"* ]] ||
+    fail "the refusal's message does not carry the policy's: $(field refused-team-h .status.message)"
+k delete validatingadmissionpolicybinding no-refused-deployments >/dev/null
+k delete validatingadmissionpolicy no-refused-deployments >/dev/null
+wait_for 120 "recovery once the policy is gone, untouched" status_is refused-team-h Running
+
 copy_definition nc keyless "d['flag'] = {'dynamic': {'secretRef': {'name': 'no-such-key', 'key': 'key'}}}"
 challenge keyless-team-g keyless team-g
 wait_for 30 "InvalidDefinition" reason_is keyless-team-g InvalidDefinition
 # Creating the Secret sends the operator no event: it looks again every 15 s by itself.
 kc create secret generic no-such-key --from-literal=key=s3cr3t >/dev/null
 wait_for 90 "recovery from InvalidDefinition" status_is keyless-team-g Running
-ok "DefinitionNotFound, ImagePullFailed, CrashLoop, StartTimeout, InvalidDefinition: reported, then recovered"
+ok "DefinitionNotFound, ImagePullFailed, CrashLoop, StartTimeout, InvalidDefinition (a policy, a key): reported, then recovered"
 
 log "quota"
 challenge q1 web busy

@@ -23,7 +23,10 @@
  *                         readiness probes pass, which the builder sets from
  *                         the exposed ports: Running means answering); Error
  *                         on an image that cannot be pulled, a crash loop, or
- *                         the start timeout; Pending until then.
+ *                         the start timeout; Pending until then. A child the
+ *                         cluster refuses is Error Forbidden or
+ *                         InvalidDefinition, applied again after as long as
+ *                         it has been refused (5 s to 5 min).
  *
  * Children live in the instance's own namespace, where owner references
  * cannot point back at the Challenge, so every child carries labels naming
@@ -72,6 +75,38 @@
  * this often, so the instance recovers by itself.
  */
 #define FLAG_KEY_RECHECK_MS 15000
+/*
+ * A child the cluster refused (Forbidden, or Invalid: apply.c) is tried
+ * again after as long as the instance has been refused, from the first
+ * to the last of these: a refusal that passes by itself (RBAC fixed by
+ * the organizer, RBAC or the Service IP allocator catching up after an
+ * apiserver restart) heals without anyone touching the Challenge, while
+ * one that stays (a definition the cluster will never take, which its
+ * change wakes anyway) costs an apply per instance every 5 min.
+ */
+#define REFUSED_RECHECK_MIN_MS 5000
+#define REFUSED_RECHECK_MAX_MS 300000
+
+/*
+ * refused_recheck_ms: when to apply chal's instance again after the
+ * cluster refused it for reason: as long as chal's status has said Error
+ * with that reason (its Degraded condition's transition), within the bounds.
+ */
+static long refused_recheck_ms(const json_t *chal, const char *reason)
+{
+    const json_t *status = json_object_get(chal, "status");
+    const char *since = json_string_value(
+        json_object_get(kop_meta_find_condition(status, "Degraded"), "lastTransitionTime"));
+    time_t t0 = 0;
+    double refused_ms = 0;
+    if (kop_streq(ctf_str2(chal, "status", "reason"), reason) &&
+        kop_meta_condition_is_true(status, "Degraded") && since &&
+        ctf_parse_time(since, &t0) == KOP_OK)
+        refused_ms = difftime(time(NULL), t0) * 1000;
+    if (refused_ms < REFUSED_RECHECK_MIN_MS)
+        return REFUSED_RECHECK_MIN_MS;
+    return refused_ms > REFUSED_RECHECK_MAX_MS ? REFUSED_RECHECK_MAX_MS : (long)refused_ms;
+}
 
 /* retry_after_write: a write that met a newer version waits for the cache; others back off. */
 static kop_result retry_after_write(kop_err err)
@@ -696,6 +731,8 @@ kop_result ctf_reconcile(const kop_reconcile *req, void *user)
         goto out;
     }
 observe:
+    if (o.reason) /* the cluster refused a child: try again by itself */
+        o.requeue_ms = ctf_min_positive(o.requeue_ms, refused_recheck_ms(chal, o.reason));
     if (!o.reason) {
         long expiry_ms = o.requeue_ms;
         if (up.replacing)
