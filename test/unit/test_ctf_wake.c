@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "core/json.h"
 #include "core/update.h"
 #include "core/wake.h"
 
@@ -135,6 +136,25 @@ static void test_deployment(void **state)
     json_t *unsized = json_pack("{s:{}, s:{s:i}}", "spec", "status", "availableReplicas", 0);
     assert_true(ctf_update_deployment_short(unsized)); /* spec.replicas absent: 1 wanted */
     json_decref(unsized);
+    /* down: the same rule, whatever the Available condition says, and since when. */
+    time_t since = 1;
+    json_t *four = deployment(1, "v1", 4, 3);
+    json_object_set_new(json_array_get(ctf_get2(four, "status", "conditions"), 0), "type",
+                        json_string("Available"));
+    json_object_set_new(json_array_get(ctf_get2(four, "status", "conditions"), 0), "status",
+                        json_string("True"));
+    json_object_set_new(json_array_get(ctf_get2(four, "status", "conditions"), 0),
+                        "lastTransitionTime", json_string("2026-11-27T18:00:00Z"));
+    assert_true(ctf_update_deployment_down(four, &since)); /* 3 of 4, still Available */
+    assert_int_equal(since, 0);
+    json_object_set_new(json_array_get(ctf_get2(four, "status", "conditions"), 0), "status",
+                        json_string("False"));
+    assert_true(ctf_update_deployment_down(four, &since));
+    assert_int_equal(since, 1795802400); /* 2026-11-27T18:00:00Z */
+    json_object_set_new(json_object_get(four, "status"), "availableReplicas", json_integer(4));
+    assert_false(ctf_update_deployment_down(four, &since));
+    assert_int_equal(since, 0);
+    json_decref(four);
     json_t *rolled = deployment(1, "v1", 1, 1);
     json_object_set_new(json_object_get(rolled, "status"), "updatedReplicas", json_integer(0));
     assert_true(ctf_wake_deployment(d, rolled, NULL)); /* a rollout begins */

@@ -96,7 +96,8 @@ static bool deployment_short(ctf_operator *op, const json_t *pod, const char *ns
     json_t *spec = json_object_get(d, "spec"), *status = json_object_get(d, "status");
     json_int_t want = json_integer_value(json_object_get(spec, "replicas"));
     json_int_t have = json_integer_value(json_object_get(status, "availableReplicas"));
-    bool rolling = ctf_update_deployment_rolling(d), short_of = rolling || have < want;
+    bool rolling = ctf_update_deployment_rolling(d);
+    bool short_of = rolling || ctf_update_deployment_short(d);
     if (short_of && why && rolling)
         snprintf(why, size, "Deployment %s is rolling out", name);
     else if (short_of && why) {

@@ -184,33 +184,27 @@ static void delete_extra(ctf_operator *op, const kop_reconcile *req, const char 
 
 /*
  * unavailable_since: the latest time one of namespace ns's Deployments
- * became unavailable (its Available condition's lastTransitionTime, status
- * not True), at least since; -1 when the cache shows all of its want
- * Deployments (one per pod of the definition) and every one Available (the
- * instance lost a pod the Deployments have not noticed yet: it is not
- * starting).
+ * became unavailable (core/update.h ctf_update_deployment_down: short of
+ * available replicas, since its Available condition turned not True), at
+ * least since; -1 when the cache shows all of its want Deployments (one per
+ * pod of the definition) and none short (the instance lost a pod the
+ * Deployments have not noticed yet: it is not starting).
  */
 static time_t unavailable_since(ctf_operator *op, const char *ns, size_t want, time_t since)
 {
-    json_t *deps = NULL, *dep, *cond;
-    size_t i, j;
+    json_t *deps = NULL, *dep;
+    size_t i;
     bool all_available = true;
     if (kop_informer_list(op->deployments, ns, &deps) != KOP_OK)
         return since;
     json_array_foreach(deps, i, dep)
     {
-        bool available = false;
-        json_array_foreach(ctf_get2(dep, "status", "conditions"), j, cond)
-        {
-            time_t t;
-            if (!kop_streq(json_string_value(json_object_get(cond, "type")), "Available"))
-                continue;
-            available = kop_streq(json_string_value(json_object_get(cond, "status")), "True");
-            const char *at = json_string_value(json_object_get(cond, "lastTransitionTime"));
-            if (!available && at && ctf_parse_time(at, &t) == KOP_OK && t > since)
-                since = t;
-        }
-        all_available = all_available && available;
+        time_t t = 0;
+        if (!ctf_update_deployment_down(dep, &t))
+            continue;
+        all_available = false;
+        if (t > since)
+            since = t;
     }
     bool all = json_array_size(deps) >= want && want > 0;
     json_decref(deps);

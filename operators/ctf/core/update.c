@@ -43,6 +43,7 @@
 
 #include "core/conversion.h"
 #include "core/definition.h"
+#include "core/duration.h"
 #include "core/json.h"
 #include "core/update.h"
 
@@ -209,6 +210,20 @@ bool ctf_update_deployment_short(const json_t *d)
     const json_t *want = json_object_get(json_object_get(d, "spec"), "replicas");
     return json_integer_value(json_object_get(json_object_get(d, "status"), "availableReplicas")) <
            (want ? json_integer_value(want) : 1);
+}
+
+bool ctf_update_deployment_down(const json_t *d, time_t *since)
+{
+    const json_t *c = kop_meta_find_condition(json_object_get(d, "status"), "Available");
+    const char *at = json_string_value(json_object_get(c, "lastTransitionTime"));
+    time_t t = 0;
+    *since = 0;
+    if (!ctf_update_deployment_short(d))
+        return false;
+    if (c && !kop_streq(json_string_value(json_object_get(c, "status")), "True") && at &&
+        ctf_parse_time(at, &t) == KOP_OK)
+        *since = t;
+    return true;
 }
 
 /* ---- the rollout ledger ------------------------------------------------------ */

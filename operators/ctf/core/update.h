@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -120,6 +121,16 @@ bool ctf_update_deployment_rolling(const json_t *deployment);
  * replicas than it wants (spec.replicas, 1 when absent).
  */
 bool ctf_update_deployment_short(const json_t *deployment);
+
+/*
+ * ctf_update_deployment_down: deployment (as cached) is short of available
+ * replicas (ctf_update_deployment_short: the one rule of "available" for a
+ * pass, the warm pool and the wake alike); then *since is when its
+ * Available condition turned not True, or 0 when that condition says True
+ * (a Deployment of several replicas stays Available while one is missing)
+ * or is absent or unreadable. false and *since 0 when it is not short.
+ */
+bool ctf_update_deployment_down(const json_t *deployment, time_t *since);
 
 /* ---- the rollout ledger ------------------------------------------------------ */
 
