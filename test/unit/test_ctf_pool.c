@@ -1,6 +1,7 @@
 /*
  * test_ctf_pool.c - warm pool sizing (operators/ctf/core/pool.c): spec.pool
- * read and refused, the sizing rule, and the backoff of a failing pool.
+ * read and refused, the sizing rule, the demand window that feeds it (one
+ * Challenge counts once), and the backoff of a failing pool.
  * The objects of a warm instance are test_ctf_instance_warm.c's, its
  * namespace's name test_ctf_names.c's, a claim's verdicts test_ctf_claim.c's,
  * and warm starts racing admissions test_ctf_admission.c's.
@@ -109,12 +110,67 @@ static void test_backoff(void **state)
     assert_int_equal(ctf_pool_backoff_ms(INT_MAX), CTF_POOL_BACKOFF_MAX_MS);
 }
 
+#define WINDOW_MS ((int64_t)CTF_POOL_WINDOW_S * 1000)
+
+/* One Challenge asking again (a retried pass, a lost claim, a refused admission woken
+ * again) counts once in the window; a second Challenge counts too. */
+static void test_demand_once(void **state)
+{
+    (void)state;
+    json_t *w = json_object();
+    assert_int_equal(ctf_pool_demand_note(w, "uid-a", 0, 16), KOP_OK);
+    assert_int_equal(ctf_pool_demand_note(w, "uid-a", 10, 16), KOP_OK);
+    assert_int_equal(ctf_pool_demand_note(w, "uid-b", 20, 16), KOP_OK);
+    assert_int_equal(ctf_pool_demand_count(w, 30, WINDOW_MS), 2); /* counted per try: 3 */
+    assert_int_equal(json_integer_value(json_object_get(w, "uid-a")), 0); /* its first ask */
+    assert_int_equal(ctf_pool_demand_count(w, WINDOW_MS + 10, WINDOW_MS), 1); /* a's is out */
+    assert_null(json_object_get(w, "uid-a"));
+    /* Once out of the window, the same Challenge asking again counts again. */
+    assert_int_equal(ctf_pool_demand_note(w, "uid-a", WINDOW_MS + 10, 16), KOP_OK);
+    assert_int_equal(ctf_pool_demand_count(w, WINDOW_MS + 10, WINDOW_MS), 2);
+    /* All gone past the window. */
+    assert_int_equal(ctf_pool_demand_count(w, 3 * WINDOW_MS, WINDOW_MS), 0);
+    assert_int_equal(json_object_size(w), 0);
+    assert_int_equal(ctf_pool_demand_count(w, 3 * WINDOW_MS, WINDOW_MS), 0);
+
+    assert_int_equal(ctf_pool_demand_note(NULL, "uid-a", 0, 16), KOP_EINVAL);
+    assert_int_equal(ctf_pool_demand_note(w, NULL, 0, 16), KOP_EINVAL);
+    assert_int_equal(ctf_pool_demand_note(w, "uid-a", 0, 0), KOP_EINVAL);
+    assert_int_equal(ctf_pool_demand_count(NULL, 0, WINDOW_MS), 0);
+    json_decref(w);
+}
+
+/* A full window makes room by dropping its oldest entry; one already in takes none. */
+static void test_demand_cap(void **state)
+{
+    (void)state;
+    json_t *w = json_object();
+    assert_int_equal(ctf_pool_demand_note(w, "uid-a", 0, 3), KOP_OK);
+    assert_int_equal(ctf_pool_demand_note(w, "uid-b", 1, 3), KOP_OK);
+    assert_int_equal(ctf_pool_demand_note(w, "uid-c", 2, 3), KOP_OK);
+    assert_int_equal(ctf_pool_demand_note(w, "uid-b", 3, 3), KOP_OK); /* in already */
+    assert_int_equal(json_object_size(w), 3);
+    assert_non_null(json_object_get(w, "uid-a"));
+    assert_int_equal(ctf_pool_demand_note(w, "uid-d", 4, 3), KOP_OK);
+    assert_int_equal(ctf_pool_demand_count(w, 5, WINDOW_MS), 3);
+    assert_null(json_object_get(w, "uid-a"));
+    assert_non_null(json_object_get(w, "uid-b"));
+    assert_non_null(json_object_get(w, "uid-d"));
+    assert_int_equal(ctf_pool_demand_note(w, "uid-a", 6, 3), KOP_OK); /* back: b goes */
+    assert_null(json_object_get(w, "uid-b"));
+    assert_non_null(json_object_get(w, "uid-c"));
+    assert_int_equal(ctf_pool_demand_count(w, 7, WINDOW_MS), 3);
+    json_decref(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_target),
         cmocka_unit_test(test_backoff),
+        cmocka_unit_test(test_demand_once),
+        cmocka_unit_test(test_demand_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,7 +57,7 @@
 #include "controller/update.h"
 #include "kop/clock.h"
 
-#define POOL_REQUESTS_MAX 4096  /* request times kept per pool */
+#define POOL_REQUESTS_MAX 4096  /* Challenges kept in a pool's demand window */
 #define POOL_CLAIM_TRIES  4     /* warm instances tried per claim before building fresh */
 #define POOL_CLAIM_ROUNDS 3     /* writes of one claim whose answers were lost, per pass */
 #define POOL_RV_SIZE      64    /* a resourceVersion */
@@ -65,17 +65,19 @@
 
 /* ---- the claim records ------------------------------------------------------- */
 
-/* note_request records a request for a warm instance of the pool (served or not). */
-static void note_request(ctf_pool *p, const char *key)
+/*
+ * note_request records uid's request for a warm instance of the pool (served or not) in
+ * its demand window (core/pool.h), once per window however often the Challenge asks:
+ * retried, found lost, or refused by admission and woken again.
+ */
+static void note_request(ctf_pool *p, const char *key, const char *uid)
 {
     pthread_mutex_lock(&p->lock);
-    json_t *times = json_object_get(p->requests, key);
-    if (!times && json_object_set_new(p->requests, key, json_array()) == 0)
-        times = json_object_get(p->requests, key);
-    if (times && json_array_size(times) >= POOL_REQUESTS_MAX)
-        json_array_remove(times, 0);
-    if (times)
-        json_array_append_new(times, json_integer(kop_mono_ms()));
+    json_t *window = json_object_get(p->requests, key);
+    if (!window && json_object_set_new(p->requests, key, json_object()) == 0)
+        window = json_object_get(p->requests, key);
+    if (window && uid) /* short of memory: not counted, the pool stays as it is */
+        (void)ctf_pool_demand_note(window, uid, kop_mono_ms(), POOL_REQUESTS_MAX);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -523,7 +525,7 @@ kop_err ctf_pool_claim(ctf_operator *op, const kop_reconcile *req, const json_t 
     }
     ctf_pool_key(kop_meta_namespace(def), kop_meta_name(def), key, sizeof key);
     if (!won) {
-        note_request(op->pool, key);
+        note_request(op->pool, key, uid);
         err = try_claims(op, chal, def, key, ns, size, id, id_size, &won);
     }
     if (err)

@@ -54,18 +54,15 @@
 
 /* ---- the pool's records ----------------------------------------------------- */
 
-/* recent_requests counts the pool's requests inside the window, forgetting older ones. */
+/* recent_requests counts the Challenges that asked the pool inside the window, forgetting
+ * older ones (core/pool.h's demand window). */
 static int recent_requests(ctf_pool *p, const char *key)
 {
-    int64_t since = kop_mono_ms() - (int64_t)CTF_POOL_WINDOW_S * 1000;
     pthread_mutex_lock(&p->lock);
-    json_t *times = json_object_get(p->requests, key);
-    while (json_array_size(times) > 0 &&
-           json_integer_value(json_array_get(times, 0)) < (json_int_t)since)
-        json_array_remove(times, 0);
-    int n = (int)json_array_size(times);
+    size_t n = ctf_pool_demand_count(json_object_get(p->requests, key), kop_mono_ms(),
+                                     (int64_t)CTF_POOL_WINDOW_S * 1000);
     pthread_mutex_unlock(&p->lock);
-    return n;
+    return (int)n;
 }
 
 /* hold_warm marks the warm namespace ns as being written by the pool pass; false when it is

@@ -39,7 +39,7 @@ struct ctf_pool {
     json_t *cursors;  /* pool key -> where the next claim reads the free index (kop_index_page) */
     json_t *seen;     /* pool key -> {warm namespace -> {"rv", "gen", "at", "state"}}: last pass */
     json_t *dirty;    /* warm namespace -> true: an object of it changed since it was looked at */
-    json_t *requests; /* pool key -> [monotonic ms, ...], oldest first */
+    json_t *requests; /* pool key -> its demand window (core/pool.h): {Challenge uid -> ms} */
     json_t *targets;  /* pool key -> the target last acted on */
     json_t *reported; /* pool key -> when status.pool was last written (kop_mono_ms) */
     json_t *failing;  /* pool key -> {"n": passes with failures, "gen": generation, "until": ms} */

@@ -11,7 +11,10 @@
  *
  * The sizing rule is deliberately simple enough to state in one line and
  * to check by hand in a dashboard: keep min, plus what the last
- * CTF_POOL_WINDOW_S seconds asked for, at most max.
+ * CTF_POOL_WINDOW_S seconds asked for, at most max. What was asked for is
+ * counted in Challenges, not in attempts: one Challenge retried, found lost
+ * or refused by admission and woken again would otherwise fill the pool
+ * alone, at a CTF's start exactly when the slots are short.
  */
 #include <stdio.h>
 #include <string.h>
@@ -74,6 +77,27 @@ int ctf_pool_target(const ctf_pool_spec *p, int recent_requests)
         return p->min;
     /* min + requests, without overflow, at most max. */
     return recent_requests >= p->max - p->min ? p->max : p->min + recent_requests;
+}
+
+kop_err ctf_pool_demand_note(json_t *window, const char *uid, int64_t now_ms, size_t cap)
+{
+    if (!json_is_object(window) || !uid || cap == 0)
+        return KOP_EINVAL;
+    if (json_object_get(window, uid))
+        return KOP_OK; /* counted already in this window */
+    while (json_object_size(window) >= cap)
+        json_object_del(window, json_object_iter_key(json_object_iter(window)));
+    return json_object_set_new(window, uid, json_integer(now_ms)) == 0 ? KOP_OK : KOP_ENOMEM;
+}
+
+size_t ctf_pool_demand_count(json_t *window, int64_t now_ms, int64_t window_ms)
+{
+    /* Oldest first: drop from the front up to the first entry still inside. */
+    void *it;
+    while ((it = json_object_iter(window)) &&
+           json_integer_value(json_object_iter_value(it)) < now_ms - window_ms)
+        json_object_del(window, json_object_iter_key(it));
+    return json_object_size(window);
 }
 
 int64_t ctf_pool_backoff_ms(int failures)
