@@ -42,13 +42,19 @@ unconverged() {
         k -n "$ns" get deploy,rs,pods,endpointslices,resourcequota -o wide 2>&1
         k -n "$ns" get events --sort-by=.lastTimestamp 2>&1 | tail -8
         k -n "$ns" get deploy -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.resourceVersion} {.status}{"\n"}{end}' 2>&1
+        echo "--- the control plane on $ns"
+        grep -F "$ns" "$DIR/devcluster.log" | tail -8
     fi
+    echo "--- the nodes"
+    k get nodes 2>&1
     echo "--- the operator on $name"
     grep -F "name=$name " "$WORK/restart.log" | head -4
     grep -F "name=$name " "$WORK/restart.log" | tail -6
-    k get nodes 2>&1
     echo "--- its work queues and informers"
-    curl -sf "http://127.0.0.1:${OP_METRICS[restart]}/metrics" | grep -E '^(workqueue_depth|workqueue_unfinished|workqueue_longest|workqueue_retries_total|rest_client_requests_total|controller_runtime_reconcile_total|controller_runtime_active_workers)' | head -30
+    local wanted='workqueue_depth|workqueue_unfinished|workqueue_longest|workqueue_retries_total'
+    wanted+='|rest_client_requests_total|controller_runtime_reconcile_total'
+    wanted+='|controller_runtime_active_workers'
+    curl -sf "http://127.0.0.1:${OP_METRICS[restart]}/metrics" | grep -E "^($wanted)" | head -30
     grep -E 'informer: (watch|list) failed|relisting' "$WORK/restart.log" | tail -12
 }
 
