@@ -76,8 +76,11 @@ static void note_request(ctf_pool *p, const char *key, const char *uid)
     json_t *window = json_object_get(p->requests, key);
     if (!window && json_object_set_new(p->requests, key, json_object()) == 0)
         window = json_object_get(p->requests, key);
+    int64_t now = kop_mono_ms();
+    /* Out of the window first, so a Challenge whose last ask has aged out counts again. */
+    (void)ctf_pool_demand_count(window, now, (int64_t)CTF_POOL_WINDOW_S * 1000);
     if (window && uid) /* short of memory: not counted, the pool stays as it is */
-        (void)ctf_pool_demand_note(window, uid, kop_mono_ms(), POOL_REQUESTS_MAX);
+        (void)ctf_pool_demand_note(window, uid, now, POOL_REQUESTS_MAX);
     pthread_mutex_unlock(&p->lock);
 }
 
